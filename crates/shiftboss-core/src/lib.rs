@@ -1,0 +1,29 @@
+//! The pure core of shiftboss: the domain model and every rule that needs no I/O.
+//!
+//! Layout:
+//! - [`time`]: timestamps and durations as the state store keeps them (milliseconds).
+//! - [`ids`]: typed ids for tasks, steps, lease tokens and instances.
+//! - [`state`]: the step and task state machines; every store applies these transitions.
+//! - [`retry`]: retry policies as data (interval lists, exponential with a cap) used by the supervisor.
+//! - [`backoff`]: the short in-call backoff an agent runtime uses before complete-by.
+//! - [`breaker`]: a circuit breaker driven by an explicit clock.
+//! - [`workflow`]: workflow definitions and their validation.
+//! - [`decider`]: from a definition and a task's steps, what to do next.
+//! - [`model`]: the records a state store hands out (tasks, steps, events).
+//!
+//! Architecture invariant: this crate does no I/O and needs no async runtime; time and randomness
+//! come in as arguments, so every rule here is testable with plain values.
+
+pub mod backoff;
+pub mod breaker;
+pub mod decider;
+pub mod ids;
+pub mod model;
+pub mod retry;
+pub mod state;
+pub mod time;
+pub mod workflow;
+
+pub use ids::{InstanceId, LeaseToken, StepId, TaskId};
+pub use state::{StepState, TaskState};
+pub use time::Timestamp;
