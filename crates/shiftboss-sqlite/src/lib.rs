@@ -1,14 +1,212 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! The SQLite state store: the embedded default, one file in WAL mode.
+//!
+//! Layout: [`open`] checks and migrates a file; one module per group of store operations
+//! (`submit`, `claim`, `replies`, `expire`, `leader`, `operator`, `query`); `advance` runs the
+//! decider inside the transaction that changed a step; `tx` and `rows` are shared plumbing.
+//!
+//! Every write runs in a `BEGIN IMMEDIATE` transaction on a blocking thread: SQLite allows one
+//! writer at a time, and taking the write lock at the start means a transaction never fails half
+//! way to upgrade its lock. Many processes may open the same file; the lock serialises them.
+
+mod advance;
+mod claim;
+mod error;
+mod expire;
+mod leader;
+pub mod open;
+mod operator;
+mod query;
+mod replies;
+mod rows;
+mod submit;
+mod tx;
+
+pub use open::{Durability, OpenOptions, SCHEMA_VERSION};
+
+use async_trait::async_trait;
+use error::map_err;
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+use shiftboss_core::model::TaskRecord;
+use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_core::{TaskId, Timestamp};
+use shiftboss_store::*;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+use tx::{DefCache, Tx};
+
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+struct Inner {
+    /// One connection: SQLite has one writer at a time anyway, and one connection keeps the
+    /// prepared-statement cache warm.
+    conn: Mutex<Connection>,
+    defs: DefCache,
+    clock: Clock,
+    path: PathBuf,
+}
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").field("path", &self.inner.path).finish()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (and, if allowed, creates) a state store file, refusing foreign or newer files unchanged.
+    pub fn open(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<Self> {
+        Self::open_with_clock(path, opts, Clock::Database)
+    }
+
+    pub fn open_with_clock(path: impl AsRef<Path>, opts: &OpenOptions, clock: Clock) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let conn = open::open_connection(&path, opts)?;
+        Ok(SqliteStore { inner: Arc::new(Inner { conn: Mutex::new(conn), defs: DefCache::default(), clock, path }) })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    fn clock_now(&self) -> Timestamp {
+        match &self.inner.clock {
+            // An embedded database's clock is the host's.
+            Clock::Database => Timestamp::from_system(SystemTime::now()),
+            Clock::Manual(m) => m.now(),
+        }
+    }
+
+    async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Tx<'_>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let this = self.clone();
+        blocking(move || {
+            let mut conn = this.inner.conn.lock().unwrap_or_else(|p| p.into_inner());
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(map_err)?;
+            let t = Tx { tx: &tx, now: this.clock_now(), defs: &this.inner.defs };
+            let out = f(&t)?;
+            tx.commit().map_err(map_err)?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn read<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static) -> Result<T> {
+        let this = self.clone();
+        blocking(move || {
+            let conn = this.inner.conn.lock().unwrap_or_else(|p| p.into_inner());
+            f(&conn)
+        })
+        .await
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::Backend(format!("store worker thread failed: {e}")))?
+}
+
+/// Submits a task inside the caller's own transaction, so that an application writes its business
+/// record (the order row) and the task atomically (P12): both commit or neither does.
+///
+/// The caller commits. Schedulers notice the new task at their next poll.
+pub fn submit_task_in(tx: &Transaction<'_>, p: &SubmitTask) -> Result<Submitted> {
+    let defs = DefCache::default();
+    let t = Tx { tx, now: Timestamp::from_system(SystemTime::now()), defs: &defs };
+    submit::submit(&t, p)
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn now(&self) -> Result<Timestamp> {
+        Ok(self.clock_now())
+    }
+
+    async fn register_workflow(&self, def: &WorkflowDef) -> Result<RegisterOutcome> {
+        let def = def.clone();
+        self.write(move |t| submit::register_workflow(t, &def)).await
+    }
+
+    async fn get_workflow(&self, name: &str, version: Option<u32>) -> Result<Option<WorkflowDef>> {
+        let name = name.to_owned();
+        self.write(move |t| {
+            let version = match version {
+                Some(v) => v,
+                None => match submit::latest_version(t, &name)? {
+                    Some(v) => v,
+                    None => return Ok(None),
+                },
+            };
+            match t.definition(&name, version) {
+                Ok(d) => Ok(Some((*d).clone())),
+                Err(StoreError::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+        .await
+    }
+
+    async fn submit_task(&self, p: SubmitTask) -> Result<Submitted> {
+        p.validate()?;
+        self.write(move |t| submit::submit(t, &p)).await
+    }
+
+    async fn claim_due_steps(&self, p: ClaimDueSteps) -> Result<Vec<ClaimedStep>> {
+        self.write(move |t| claim::claim_due_steps(t, &p)).await
+    }
+
+    async fn record_replies(&self, p: RecordReplies) -> Result<Vec<ReplyOutcome>> {
+        if p.replies.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.write(move |t| p.replies.iter().map(|r| replies::record_reply(t, p.instance.as_str(), r)).collect())
+            .await
+    }
+
+    async fn expire_leases(&self, p: ExpireLeases) -> Result<ExpiryReport> {
+        self.write(move |t| expire::expire_leases(t, &p.leader, p.limit, &p.policies)).await
+    }
+
+    async fn release_instance_claims(&self, p: ReleaseInstanceClaims) -> Result<ExpiryReport> {
+        self.write(move |t| expire::release_instance_claims(t, p.instance.as_str(), &p.policies)).await
+    }
+
+    async fn elect_leader(&self, p: ElectLeader) -> Result<Option<LeaderTerm>> {
+        self.write(move |t| leader::elect(t, &p)).await
+    }
+
+    async fn resign_leader(&self, term: &LeaderTerm) -> Result<()> {
+        let term = term.clone();
+        self.write(move |t| leader::resign(t, &term)).await
+    }
+
+    async fn resubmit_step(&self, p: ResubmitStep) -> Result<()> {
+        self.write(move |t| operator::resubmit_step(t, &p)).await
+    }
+
+    async fn cancel_task(&self, p: CancelTask) -> Result<()> {
+        self.write(move |t| operator::cancel_task(t, &p)).await
+    }
+
+    async fn get_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {
+        self.read(move |c| query::get_task(c, id)).await
+    }
+
+    async fn find_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>> {
+        let key = key.to_owned();
+        self.read(move |c| query::find_task_by_key(c, &key)).await
+    }
+
+    async fn list_tasks(&self, p: ListTasks) -> Result<Vec<TaskRecord>> {
+        self.read(move |c| query::list_tasks(c, &p)).await
+    }
+
+    async fn summarize(&self) -> Result<Summary> {
+        self.read(query::summarize).await
     }
 }

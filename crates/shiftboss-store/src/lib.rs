@@ -1,14 +1,76 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! The store contract: every operation shiftboss asks of its state store, as domain verbs with one
+//! params struct each. SQLite and PostgreSQL implement it in crates of their own.
+//!
+//! Architecture invariant: no SQL here and no backend types. Every operation that changes state is
+//! one transaction that writes the new state, its events and the work it causes (new steps, task
+//! outcome) together; every write on behalf of a claim is fenced by the claim's lease token.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+pub mod clock;
+pub mod error;
+pub mod event_kind;
+pub mod params;
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
+pub use clock::{Clock, ManualClock};
+pub use error::StoreError;
+pub use params::*;
+
+use async_trait::async_trait;
+use shiftboss_core::model::TaskRecord;
+use shiftboss_core::{TaskId, Timestamp};
+use shiftboss_core::workflow::WorkflowDef;
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A durable state store for tasks and steps.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The store's clock: the database's own, or a manual one in tests. Every lease decision uses it.
+    async fn now(&self) -> Result<Timestamp>;
+
+    /// Registers a workflow definition. Registering the same name, version and content again is a
+    /// no-op; the same name and version with other content is a conflict.
+    async fn register_workflow(&self, def: &WorkflowDef) -> Result<RegisterOutcome>;
+
+    /// A registered definition; the newest version when `version` is none.
+    async fn get_workflow(&self, name: &str, version: Option<u32>) -> Result<Option<WorkflowDef>>;
+
+    /// Writes a task, its first steps and its `task.received` event in one transaction (P12).
+    /// Submitting a key that exists returns the existing task and changes nothing.
+    async fn submit_task(&self, p: SubmitTask) -> Result<Submitted>;
+
+    /// Claims due Pending steps for one instance, highest priority first, then oldest due (P14).
+    async fn claim_due_steps(&self, p: ClaimDueSteps) -> Result<Vec<ClaimedStep>>;
+
+    /// Records agents' replies, each fenced by its lease token, and moves their tasks on.
+    /// The outcomes are in the order of the replies.
+    async fn record_replies(&self, p: RecordReplies) -> Result<Vec<ReplyOutcome>>;
+
+    /// The supervisor's sweep (P6, P17): Processing steps whose complete-by has passed go back to
+    /// Pending after their retry delay, or to Error at the threshold. Fenced by the leader's term.
+    async fn expire_leases(&self, p: ExpireLeases) -> Result<ExpiryReport>;
+
+    /// On a scheduler's start: the steps its instance id held before it died go back to Pending
+    /// at once (counted as a failure, so that a step that kills its process ends in Error).
+    async fn release_instance_claims(&self, p: ReleaseInstanceClaims) -> Result<ExpiryReport>;
+
+    /// Takes or renews a named leader lease. `None` when another holder's lease is still live.
+    async fn elect_leader(&self, p: ElectLeader) -> Result<Option<LeaderTerm>>;
+
+    /// Gives a leader lease up at once, if `term` still holds it.
+    async fn resign_leader(&self, term: &LeaderTerm) -> Result<()>;
+
+    /// An operator sends a step in Error back to Pending with its failure count reset (P16).
+    async fn resubmit_step(&self, p: ResubmitStep) -> Result<()>;
+
+    /// An operator cancels a task: its pending and processing steps are cancelled.
+    async fn cancel_task(&self, p: CancelTask) -> Result<()>;
+
+    async fn get_task(&self, id: TaskId) -> Result<Option<TaskDetail>>;
+
+    async fn find_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>>;
+
+    async fn list_tasks(&self, p: ListTasks) -> Result<Vec<TaskRecord>>;
+
+    /// Counts for dashboards and the demo's summary.
+    async fn summarize(&self) -> Result<Summary>;
 }

@@ -1,0 +1,133 @@
+//! Opening a database file: refuse what is not ours or is newer than us before changing anything,
+//! then switch to WAL and apply the migrations this version knows.
+
+use crate::error::map_err;
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use shiftboss_store::StoreError;
+use std::path::Path;
+use std::time::Duration;
+
+/// Marks a file as a shiftboss state store ("SBOS"), so a foreign SQLite file is never written to.
+pub const APPLICATION_ID: i32 = 0x5342_4f53;
+
+/// Every migration, in order; the schema version is the number of migrations applied.
+const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_initial.sql")];
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// How hard commits are pushed to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// fsync on every commit: an acknowledged write survives a power cut.
+    #[default]
+    Full,
+    /// WAL with synchronous=NORMAL: survives a crash of the process (kill -9), but the last commits
+    /// may be lost if the machine loses power.
+    Normal,
+}
+
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    /// Create the file when it does not exist. Tools that only read should not.
+    pub create: bool,
+    pub durability: Durability,
+    /// How long to wait for another process's write lock before reporting the store busy.
+    pub busy_timeout: Duration,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions { create: true, durability: Durability::Full, busy_timeout: Duration::from_secs(10) }
+    }
+}
+
+pub fn open_connection(path: &Path, opts: &OpenOptions) -> Result<Connection, StoreError> {
+    if !opts.create && !path.exists() {
+        return Err(StoreError::NotFound { what: "database file", id: path.display().to_string() });
+    }
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if opts.create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| describe_open(path, e))?;
+    conn.busy_timeout(opts.busy_timeout).map_err(map_err)?;
+    // rarray() lets the claim filter by a list of agents in one prepared statement.
+    rusqlite::vtab::array::load_module(&conn).map_err(map_err)?;
+    check_identity(&conn, path)?;
+    let mode: String =
+        conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(|e| describe_open(path, e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Incompatible(format!(
+            "{}: could not switch to WAL mode (got {mode})",
+            path.display()
+        )));
+    }
+    let sync = match opts.durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    conn.execute_batch(&format!("PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON;"))
+        .map_err(map_err)?;
+    migrate(&conn, path)?;
+    Ok(conn)
+}
+
+fn describe_open(path: &Path, e: rusqlite::Error) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::NotADatabase) | Some(rusqlite::ErrorCode::DatabaseCorrupt) => {
+            StoreError::Incompatible(format!("{}: not a SQLite database, or a damaged one", path.display()))
+        }
+        Some(rusqlite::ErrorCode::CannotOpen) => {
+            StoreError::Unavailable(format!("{}: cannot open: {e}", path.display()))
+        }
+        _ => map_err(e),
+    }
+}
+
+/// Refuses a file that belongs to something else, or that a newer shiftboss wrote; reads only.
+fn check_identity(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let read = |pragma: &str| -> Result<i32, StoreError> {
+        conn.query_row(&format!("PRAGMA {pragma}"), [], |r| r.get(0)).map_err(|e| describe_open(path, e))
+    };
+    let app_id = read("application_id")?;
+    let version = read("user_version")?;
+    let objects: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .map_err(|e| describe_open(path, e))?;
+    let is_ours = app_id == APPLICATION_ID;
+    let is_empty = app_id == 0 && version == 0 && objects == 0;
+    if !is_ours && !is_empty {
+        return Err(StoreError::Incompatible(format!(
+            "{}: this SQLite file is not a shiftboss state store; refusing to touch it",
+            path.display()
+        )));
+    }
+    if version > SCHEMA_VERSION {
+        return Err(newer(path, version));
+    }
+    Ok(())
+}
+
+fn newer(path: &Path, version: i32) -> StoreError {
+    StoreError::Incompatible(format!(
+        "{}: written by a newer shiftboss (schema version {version}; this build knows up to {SCHEMA_VERSION}); \
+         upgrade shiftboss to use it",
+        path.display()
+    ))
+}
+
+fn migrate(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    // IMMEDIATE takes the write lock first, so two processes opening a new file do not both migrate.
+    let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate).map_err(map_err)?;
+    let version: i32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(map_err)?;
+    if version > SCHEMA_VERSION {
+        return Err(newer(path, version));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.execute_batch(sql).map_err(map_err)?;
+        tx.execute_batch(&format!("PRAGMA user_version = {}", i + 1)).map_err(map_err)?;
+    }
+    tx.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}")).map_err(map_err)?;
+    tx.commit().map_err(map_err)
+}

@@ -1,0 +1,101 @@
+//! Recording agents' replies (P15, P16): each fenced by its lease token, so a reply from a claim
+//! that has lapsed can never overwrite newer state.
+
+use crate::advance::advance_task;
+use crate::error::map_err;
+use crate::tx::Tx;
+use rusqlite::{OptionalExtension, params};
+use serde_json::json;
+use shiftboss_core::model::EventLevel;
+use shiftboss_core::state::StepEvent;
+use shiftboss_core::{StepState, TaskId};
+use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, event_kind as ev};
+
+/// The longest error message kept on a step; longer ones are cut.
+const MAX_ERROR_LEN: usize = 2000;
+
+pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply) -> Result<ReplyOutcome, StoreError> {
+    let row = t
+        .tx
+        .prepare_cached("SELECT task_id, state, lease_token FROM steps WHERE id = ?1")
+        .and_then(|mut st| {
+            st.query_row([r.step_id.0], |row| {
+                Ok((
+                    TaskId(row.get(0)?),
+                    crate::rows::parsed::<StepState>(row, 1, "steps.state")?,
+                    row.get::<_, i64>(2)?,
+                ))
+            })
+            .optional()
+        })
+        .map_err(map_err)?;
+    let Some((task_id, state, token)) = row else {
+        return Ok(ReplyOutcome::Rejected { reason: format!("step {} does not exist", r.step_id) });
+    };
+    let event = match &r.result {
+        ReplyResult::Completed(_) => StepEvent::Complete,
+        ReplyResult::PermanentError(_) => StepEvent::PermanentError,
+    };
+    let next = match state.on(event) {
+        Ok(next) if token == r.lease_token.0 => next,
+        outcome => {
+            let reason = if token != r.lease_token.0 {
+                format!("lease {} lapsed; the step was claimed again (lease {token})", r.lease_token.0)
+            } else {
+                format!("the step is {state}, no longer processing: {}", outcome.unwrap_err())
+            };
+            t.event(
+                task_id,
+                Some(r.step_id),
+                ev::REPLY_REJECTED,
+                EventLevel::Info,
+                actor,
+                json!({"lease_token": r.lease_token.0, "reason": reason}),
+            )?;
+            return Ok(ReplyOutcome::Rejected { reason });
+        }
+    };
+    let (output, error) = match &r.result {
+        ReplyResult::Completed(v) => (Some(v.to_string()), None),
+        ReplyResult::PermanentError(e) => (None, Some(truncate(e))),
+    };
+    // The WHERE repeats the fence, so that this write cannot apply even if the checks above were wrong.
+    let changed = t
+        .tx
+        .prepare_cached(
+            "UPDATE steps SET state = ?3, output = ?4, last_error = coalesce(?5, last_error),
+                    locked_by = NULL, complete_by = NULL, updated_at = ?6
+             WHERE id = ?1 AND lease_token = ?2 AND state = 'processing'",
+        )
+        .and_then(|mut st| {
+            st.execute(params![r.step_id.0, r.lease_token.0, next.as_str(), output, error, t.now.0])
+        })
+        .map_err(map_err)?;
+    if changed != 1 {
+        return Err(StoreError::Backend(format!("fenced update of step {} changed {changed} rows", r.step_id)));
+    }
+    match &error {
+        None => t.event(task_id, Some(r.step_id), ev::STEP_PROCESSED, EventLevel::Info, actor, json!({}))?,
+        Some(e) => t.event(
+            task_id,
+            Some(r.step_id),
+            ev::STEP_ERROR,
+            EventLevel::Alert,
+            actor,
+            json!({"reason": "permanent error", "error": e}),
+        )?,
+    }
+    let adv = advance_task(t, task_id, actor)?;
+    Ok(ReplyOutcome::Applied { task_state: adv.state, scheduled: adv.scheduled })
+}
+
+pub fn truncate(s: &str) -> String {
+    if s.len() <= MAX_ERROR_LEN {
+        return s.to_owned();
+    }
+    let mut end = MAX_ERROR_LEN;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}

@@ -1,0 +1,93 @@
+//! Registering definitions and submitting tasks.
+
+use crate::advance::advance_task;
+use crate::error::map_err;
+use crate::tx::Tx;
+use rusqlite::{OptionalExtension, params};
+use serde_json::json;
+use shiftboss_core::model::EventLevel;
+use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_core::TaskId;
+use shiftboss_store::{RegisterOutcome, StoreError, SubmitTask, Submitted, event_kind as ev};
+
+pub fn register_workflow(t: &Tx<'_>, def: &WorkflowDef) -> Result<RegisterOutcome, StoreError> {
+    def.validate().map_err(|e| StoreError::InvalidInput(format!("workflow {}: {e}", def.name)))?;
+    let text = serde_json::to_string(def).expect("definitions serialize");
+    let existing: Option<String> = t
+        .tx
+        .query_row(
+            "SELECT definition FROM workflows WHERE name = ?1 AND version = ?2",
+            params![def.name, def.version],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(map_err)?;
+    match existing {
+        Some(old) => {
+            // Compare parsed values, not text, so that a re-serialization is not a conflict.
+            let old: Option<WorkflowDef> = serde_json::from_str(&old).ok();
+            if old.as_ref() == Some(def) {
+                Ok(RegisterOutcome::Unchanged)
+            } else {
+                Err(StoreError::Conflict(format!(
+                    "workflow {} version {} is already registered with other content; register it as a new version",
+                    def.name, def.version
+                )))
+            }
+        }
+        None => {
+            t.tx.execute(
+                "INSERT INTO workflows (name, version, definition, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![def.name, def.version, text, t.now.0],
+            )
+            .map_err(map_err)?;
+            Ok(RegisterOutcome::Created)
+        }
+    }
+}
+
+pub fn latest_version(t: &Tx<'_>, name: &str) -> Result<Option<u32>, StoreError> {
+    t.tx.query_row("SELECT max(version) FROM workflows WHERE name = ?1", [name], |r| r.get(0))
+        .map_err(map_err)
+}
+
+pub fn submit(t: &Tx<'_>, p: &SubmitTask) -> Result<Submitted, StoreError> {
+    p.validate()?;
+    let existing: Option<i64> = t
+        .tx
+        .query_row("SELECT id FROM tasks WHERE task_key = ?1", [&p.key], |r| r.get(0))
+        .optional()
+        .map_err(map_err)?;
+    if let Some(id) = existing {
+        return Ok(Submitted { task_id: TaskId(id), created: false });
+    }
+    let version = match p.version {
+        Some(v) => v,
+        None => latest_version(t, &p.workflow)?
+            .ok_or_else(|| StoreError::InvalidInput(format!("unknown workflow {:?}", p.workflow)))?,
+    };
+    // Loads (and checks) the definition before anything is written.
+    t.definition(&p.workflow, version).map_err(|e| match e {
+        StoreError::NotFound { .. } => {
+            StoreError::InvalidInput(format!("unknown workflow {:?} version {version}", p.workflow))
+        }
+        other => other,
+    })?;
+    t.tx.execute(
+        "INSERT INTO tasks (task_key, workflow, workflow_version, state, priority, input, created_at, updated_at)
+         VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?6)",
+        params![p.key, p.workflow, version, p.priority, p.input.to_string(), t.now.0],
+    )
+    .map_err(map_err)?;
+    let task_id = TaskId(t.tx.last_insert_rowid());
+    t.event(
+        task_id,
+        None,
+        ev::TASK_RECEIVED,
+        EventLevel::Info,
+        &p.actor,
+        json!({"key": p.key, "workflow": p.workflow, "version": version}),
+    )?;
+    advance_task(t, task_id, &p.actor)?;
+    Ok(Submitted { task_id, created: true })
+}

@@ -1,0 +1,216 @@
+//! Params and results of the store operations.
+
+use shiftboss_core::model::{EventRecord, StepRecord, TaskRecord};
+use shiftboss_core::retry::RetryPolicies;
+use shiftboss_core::{InstanceId, LeaseToken, StepId, StepState, TaskId, TaskState, Timestamp};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegisterOutcome {
+    Created,
+    /// The same definition was registered before.
+    Unchanged,
+}
+
+#[derive(Debug, Clone)]
+pub struct SubmitTask {
+    /// The caller's id for the task (the order id): submitting it again returns the same task.
+    pub key: String,
+    pub workflow: String,
+    /// The newest registered version when none.
+    pub version: Option<u32>,
+    pub input: serde_json::Value,
+    pub priority: i32,
+    /// Who submits, for the event log.
+    pub actor: String,
+}
+
+/// The longest task key accepted.
+pub const MAX_TASK_KEY_LEN: usize = 200;
+/// The largest task input accepted, in bytes of JSON.
+pub const MAX_INPUT_BYTES: usize = 1 << 20;
+
+impl SubmitTask {
+    /// Checks what does not need the database; stores call it before they write.
+    pub fn validate(&self) -> Result<(), crate::StoreError> {
+        let bad = |m: String| Err(crate::StoreError::InvalidInput(m));
+        if self.key.is_empty() || self.key.len() > MAX_TASK_KEY_LEN || self.key.chars().any(char::is_control) {
+            return bad(format!(
+                "task key must be 1 to {MAX_TASK_KEY_LEN} bytes with no control characters"
+            ));
+        }
+        if !self.input.is_object() {
+            return bad("task input must be a JSON object".into());
+        }
+        let size = serde_json::to_vec(&self.input).map(|v| v.len()).unwrap_or(usize::MAX);
+        if size > MAX_INPUT_BYTES {
+            return bad(format!("task input is {size} bytes; at most {MAX_INPUT_BYTES}"));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submitted {
+    pub task_id: TaskId,
+    /// False when the key was submitted before and the existing task is returned.
+    pub created: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClaimDueSteps {
+    pub instance: InstanceId,
+    /// At most this many steps.
+    pub limit: u32,
+    /// Only steps of these agents: an instance claims only what it can run.
+    pub agents: Vec<String>,
+}
+
+/// A step claimed by an instance: everything its agent needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimedStep {
+    pub id: StepId,
+    pub task_id: TaskId,
+    pub name: String,
+    pub agent: String,
+    pub lease_token: LeaseToken,
+    pub complete_by: Timestamp,
+    /// The store's clock when the claim was made, so that the holder can measure its window.
+    pub claimed_at: Timestamp,
+    /// 1 for the first claim.
+    pub attempt: u32,
+    pub input: serde_json::Value,
+    pub config: serde_json::Value,
+    pub idempotency_key: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct RecordReplies {
+    pub instance: InstanceId,
+    pub replies: Vec<Reply>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub step_id: StepId,
+    pub lease_token: LeaseToken,
+    pub result: ReplyResult,
+}
+
+#[derive(Debug, Clone)]
+pub enum ReplyResult {
+    /// The agent finished: the step is Processed with this output (P15).
+    Completed(serde_json::Value),
+    /// The agent met a fault that will not pass: the step goes to Error at once (P16).
+    PermanentError(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReplyOutcome {
+    /// Recorded; `task_state` is the task's state after the decider ran, `scheduled` the steps it created.
+    Applied { task_state: TaskState, scheduled: u32 },
+    /// Not applied: the lease was lapsed or the step had moved on. Recorded as a `reply.rejected` event.
+    Rejected { reason: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct ExpireLeases {
+    /// The supervisor's leader term: the sweep is refused if it no longer holds.
+    pub leader: LeaderTerm,
+    /// At most this many steps in one transaction.
+    pub limit: u32,
+    pub policies: Arc<RetryPolicies>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ReleaseInstanceClaims {
+    pub instance: InstanceId,
+    pub policies: Arc<RetryPolicies>,
+}
+
+/// What a sweep or a release did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpiryReport {
+    /// Steps sent back to Pending.
+    pub retried: u32,
+    /// Steps that reached the threshold and went to Error.
+    pub gave_up: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct ElectLeader {
+    /// The leader lease's name, such as "supervisor".
+    pub name: String,
+    pub holder: InstanceId,
+    pub ttl: Duration,
+}
+
+/// A leader lease held: a term grows each time the lease changes hands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderTerm {
+    pub name: String,
+    pub holder: InstanceId,
+    pub term: i64,
+    /// By the store's clock.
+    pub expires_at: Timestamp,
+}
+
+#[derive(Debug, Clone)]
+pub struct ResubmitStep {
+    pub step_id: StepId,
+    pub actor: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct CancelTask {
+    pub task_id: TaskId,
+    pub actor: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ListTasks {
+    pub state: Option<TaskState>,
+    pub workflow: Option<String>,
+    /// Only tasks with an id below this, for paging newest first.
+    pub before: Option<TaskId>,
+    pub limit: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskDetail {
+    pub task: TaskRecord,
+    pub steps: Vec<StepRecord>,
+    pub events: Vec<EventRecord>,
+}
+
+/// Counts across the store.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Summary {
+    pub tasks: Vec<(TaskState, u64)>,
+    pub steps: Vec<(StepState, u64)>,
+    /// Lease expiries the supervisor recorded.
+    pub expiries: u64,
+    /// Steps returned by restarted schedulers.
+    pub releases: u64,
+    /// Late or stale replies refused.
+    pub rejected_replies: u64,
+    /// Steps claimed more than once.
+    pub steps_retried: u64,
+    /// Steps that expired at least once and were then processed.
+    pub recovered_after_expiry: u64,
+    /// Steps in Error, grouped by their last error.
+    pub errors: Vec<(String, u64)>,
+}
+
+impl Summary {
+    pub fn tasks_in(&self, s: TaskState) -> u64 {
+        self.tasks.iter().find(|(t, _)| *t == s).map_or(0, |(_, n)| *n)
+    }
+
+    pub fn steps_in(&self, s: StepState) -> u64 {
+        self.steps.iter().find(|(t, _)| *t == s).map_or(0, |(_, n)| *n)
+    }
+}
