@@ -1,14 +1,30 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! The engine: the scheduler, the agent runtime and the supervisor of the Scheduler Agent
+//! Supervisor pattern, over any [`shiftboss_store::Store`].
+//!
+//! Layout:
+//! - [`agent`]: the `Agent` trait that wraps one remote service, and the registry of agents.
+//! - [`http_agent`]: the built-in agent that calls an HTTP service.
+//! - [`runtime`]: runs one claimed step: in-call retries with backoff, the circuit breaker, and
+//!   dropping the call at complete-by (P4, P5).
+//! - [`scheduler`]: claims due steps, hands them to the runtime, writes replies in batches.
+//! - [`supervisor`]: the leader-only sweep that retries or gives up steps whose lease lapsed.
+//! - [`elector`]: keeps a leader lease for leader-only services.
+//! - [`engine`]: wiring: the builder, submission, start and shutdown.
+//!
+//! Architecture invariant: no SQL and no backend types here; every state change goes through the
+//! store contract, and every write for a claimed step carries the claim's lease token.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+pub mod agent;
+pub mod config;
+pub mod elector;
+pub mod engine;
+pub mod http_agent;
+pub mod metrics;
+pub mod runtime;
+pub mod scheduler;
+pub mod supervisor;
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub use agent::{Agent, AgentCall, AgentError};
+pub use config::{EngineConfig, Roles, SchedulerConfig, SupervisorConfig};
+pub use engine::{Engine, EngineBuilder, EngineError, RunningEngine};
+pub use http_agent::HttpAgent;

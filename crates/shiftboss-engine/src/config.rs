@@ -1,0 +1,96 @@
+//! Settings of the engine's roles, each with defaults and a check.
+
+use shiftboss_core::backoff::Backoff;
+use shiftboss_core::breaker::BreakerConfig;
+use std::time::Duration;
+
+/// Which roles this process runs. Any number of processes may run any mix against one store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Roles {
+    pub scheduler: bool,
+    pub supervisor: bool,
+}
+
+impl Default for Roles {
+    fn default() -> Self {
+        Roles { scheduler: true, supervisor: true }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// Steps this instance runs at once.
+    pub concurrency: u32,
+    /// Most steps claimed in one transaction.
+    pub claim_batch: u32,
+    /// How often to look for due work when nothing wakes the scheduler (delayed retries, other
+    /// processes' submissions).
+    pub poll_interval: Duration,
+    /// Most replies written in one transaction.
+    pub reply_batch: usize,
+    /// Backoff between tries of a remote call within one claim.
+    pub backoff: Backoff,
+    pub breaker: BreakerConfig,
+    /// How long a shutdown waits for running steps before it leaves them to be released at the next start.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            concurrency: 64,
+            claim_batch: 64,
+            poll_interval: Duration::from_millis(500),
+            reply_batch: 256,
+            backoff: Backoff::default(),
+            breaker: BreakerConfig::default(),
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SupervisorConfig {
+    /// How often the sweep runs (P6).
+    pub interval: Duration,
+    /// Most steps handled in one sweep transaction.
+    pub batch: u32,
+    /// The leader lease's time to live; renewed every third of it.
+    pub leader_ttl: Duration,
+}
+
+impl Default for SupervisorConfig {
+    fn default() -> Self {
+        SupervisorConfig { interval: Duration::from_secs(1), batch: 1000, leader_ttl: Duration::from_secs(15) }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct EngineConfig {
+    pub roles: Roles,
+    pub scheduler: SchedulerConfig,
+    pub supervisor: SupervisorConfig,
+}
+
+impl EngineConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        let s = &self.scheduler;
+        if s.concurrency == 0 || s.claim_batch == 0 || s.reply_batch == 0 {
+            return Err("scheduler concurrency, claim batch and reply batch must be at least 1".into());
+        }
+        if s.poll_interval.is_zero() {
+            return Err("scheduler poll interval must be more than 0".into());
+        }
+        if s.breaker.failure_threshold == 0 {
+            return Err("circuit breaker failure threshold must be at least 1".into());
+        }
+        let v = &self.supervisor;
+        if v.interval.is_zero() || v.batch == 0 {
+            return Err("supervisor interval and batch must be more than 0".into());
+        }
+        if v.leader_ttl < v.interval * 2 {
+            return Err("the leader lease must live at least two supervisor intervals".into());
+        }
+        Ok(())
+    }
+}

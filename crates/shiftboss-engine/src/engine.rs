@@ -1,0 +1,220 @@
+//! Wiring: an engine is a store, the agents this process can run, and the roles it plays.
+//!
+//! ```ignore
+//! let engine = Engine::builder(store, InstanceId::new("orders-1")?)
+//!     .agent("http", HttpAgent::new())
+//!     .build()?;
+//! engine.register_workflow(&definition).await?;
+//! engine.submit(task).await?;
+//! let running = engine.start();
+//! // ...
+//! running.shutdown().await;
+//! ```
+
+use crate::agent::{Agent, AgentRegistry};
+use crate::config::EngineConfig;
+use crate::metrics::{Metrics, MetricsSnapshot};
+use crate::runtime::Breakers;
+use crate::scheduler::Scheduler;
+use crate::supervisor::Supervisor;
+use shiftboss_core::InstanceId;
+use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
+use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_store::{RegisterOutcome, Store, StoreError, SubmitTask, Submitted};
+use std::sync::Arc;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A definition names an agent this engine does not have, or gives it a config it refuses.
+    #[error("workflow {workflow}, step {step}: {problem}")]
+    Agent { workflow: String, step: String, problem: String },
+    #[error("invalid definition: {0}")]
+    Definition(#[from] shiftboss_core::workflow::DefinitionError),
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+pub struct EngineBuilder {
+    store: Arc<dyn Store>,
+    instance: InstanceId,
+    agents: AgentRegistry,
+    policies: RetryPolicies,
+    config: EngineConfig,
+}
+
+impl EngineBuilder {
+    pub fn agent(mut self, name: impl Into<String>, agent: impl Agent) -> Self {
+        self.agents.insert(name, Arc::new(agent));
+        self
+    }
+
+    /// The retry policy of an agent's steps that name none of their own.
+    pub fn agent_retry(mut self, agent: impl Into<String>, policy: RetryPolicy) -> Self {
+        self.policies.per_agent.insert(agent.into(), policy);
+        self
+    }
+
+    /// The retry policy of every step that no other policy covers (M6's interval list by default).
+    pub fn default_retry(mut self, policy: RetryPolicy) -> Self {
+        self.policies.default = policy;
+        self
+    }
+
+    pub fn config(mut self, config: EngineConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    pub fn build(self) -> Result<Engine, EngineError> {
+        self.config.validate().map_err(EngineError::Config)?;
+        let policies = std::iter::once(("default", &self.policies.default))
+            .chain(self.policies.per_agent.iter().map(|(k, v)| (k.as_str(), v)));
+        for (who, p) in policies {
+            p.validate().map_err(|e| EngineError::Config(format!("retry policy of {who}: {e}")))?;
+        }
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                store: self.store,
+                instance: self.instance,
+                agents: self.agents,
+                policies: Arc::new(self.policies),
+                breakers: Arc::new(Breakers::new(self.config.scheduler.breaker)),
+                config: self.config,
+                metrics: Arc::default(),
+                wake: Arc::default(),
+            }),
+        })
+    }
+}
+
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    instance: InstanceId,
+    agents: AgentRegistry,
+    policies: Arc<RetryPolicies>,
+    breakers: Arc<Breakers>,
+    config: EngineConfig,
+    metrics: Arc<Metrics>,
+    wake: Arc<Notify>,
+}
+
+impl Engine {
+    pub fn builder(store: Arc<dyn Store>, instance: InstanceId) -> EngineBuilder {
+        EngineBuilder {
+            store,
+            instance,
+            agents: AgentRegistry::default(),
+            policies: RetryPolicies::default(),
+            config: EngineConfig::default(),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    pub fn instance(&self) -> &InstanceId {
+        &self.inner.instance
+    }
+
+    /// Checks a definition, including that this engine has every agent it names and that each
+    /// agent accepts its step's config, then registers it.
+    pub async fn register_workflow(&self, def: &WorkflowDef) -> Result<RegisterOutcome, EngineError> {
+        def.validate()?;
+        for step in &def.steps {
+            let problem = match self.inner.agents.get(&step.agent) {
+                None => Some(format!(
+                    "unknown agent {:?} (this engine has: {})",
+                    step.agent,
+                    self.inner.agents.names().join(", ")
+                )),
+                Some(a) => a.check_config(step).err(),
+            };
+            if let Some(problem) = problem {
+                return Err(EngineError::Agent { workflow: def.name.clone(), step: step.name.clone(), problem });
+            }
+        }
+        Ok(self.inner.store.register_workflow(def).await?)
+    }
+
+    /// Submits a task and wakes this process's scheduler.
+    pub async fn submit(&self, task: SubmitTask) -> Result<Submitted, EngineError> {
+        let s = self.inner.store.submit_task(task).await?;
+        self.wake();
+        Ok(s)
+    }
+
+    /// Tells the scheduler that work may be due (after a submission made outside the engine).
+    pub fn wake(&self) {
+        self.inner.wake.notify_one();
+    }
+
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.inner.metrics.snapshot()
+    }
+
+    pub fn scheduler(&self) -> Scheduler {
+        let i = &self.inner;
+        Scheduler {
+            store: i.store.clone(),
+            agents: i.agents.clone(),
+            config: i.config.scheduler.clone(),
+            instance: i.instance.clone(),
+            policies: i.policies.clone(),
+            metrics: i.metrics.clone(),
+            wake: i.wake.clone(),
+            breakers: i.breakers.clone(),
+        }
+    }
+
+    pub fn supervisor(&self) -> Supervisor {
+        let i = &self.inner;
+        Supervisor::new(
+            i.store.clone(),
+            i.instance.clone(),
+            i.config.supervisor.clone(),
+            i.policies.clone(),
+            i.metrics.clone(),
+        )
+    }
+
+    /// Starts this process's roles in the background.
+    pub fn start(&self) -> RunningEngine {
+        let (tx, rx) = watch::channel(false);
+        let mut tasks = Vec::new();
+        if self.inner.config.roles.scheduler {
+            tasks.push(tokio::spawn(self.scheduler().run(rx.clone())));
+        }
+        if self.inner.config.roles.supervisor {
+            tasks.push(tokio::spawn(self.supervisor().run(rx)));
+        }
+        RunningEngine { shutdown: tx, tasks }
+    }
+}
+
+/// The roles of an engine, running. Dropping it without [`RunningEngine::shutdown`] leaves them
+/// running until the runtime stops.
+pub struct RunningEngine {
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl RunningEngine {
+    /// Stops claiming, lets running steps finish within the grace period, writes their replies,
+    /// and resigns leader leases.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! Counters of what this process did, for summaries and tests. They live in memory and restart at zero.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub claimed: AtomicU64,
+    pub completed: AtomicU64,
+    pub permanent_errors: AtomicU64,
+    /// Tries after a transient fault, within one claim.
+    pub in_call_retries: AtomicU64,
+    /// Calls dropped at complete-by with nothing reported (P5).
+    pub dropped_at_deadline: AtomicU64,
+    /// Replies the store refused as stale.
+    pub rejected_replies: AtomicU64,
+    /// Tries held back by an open circuit breaker.
+    pub breaker_waits: AtomicU64,
+    pub expired: AtomicU64,
+    pub gave_up: AtomicU64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MetricsSnapshot {
+    pub claimed: u64,
+    pub completed: u64,
+    pub permanent_errors: u64,
+    pub in_call_retries: u64,
+    pub dropped_at_deadline: u64,
+    pub rejected_replies: u64,
+    pub breaker_waits: u64,
+    pub expired: u64,
+    pub gave_up: u64,
+}
+
+impl Metrics {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        MetricsSnapshot {
+            claimed: g(&self.claimed),
+            completed: g(&self.completed),
+            permanent_errors: g(&self.permanent_errors),
+            in_call_retries: g(&self.in_call_retries),
+            dropped_at_deadline: g(&self.dropped_at_deadline),
+            rejected_replies: g(&self.rejected_replies),
+            breaker_waits: g(&self.breaker_waits),
+            expired: g(&self.expired),
+            gave_up: g(&self.gave_up),
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Running one claimed step (P4, P5): call the agent, retry transient faults with backoff while
+//! complete-by allows, respect the service's circuit breaker, and stop without a word at complete-by.
+
+use crate::agent::{Agent, AgentCall, AgentError};
+use crate::metrics::Metrics;
+use shiftboss_core::Timestamp;
+use shiftboss_core::backoff::Backoff;
+use shiftboss_core::breaker::{Admission, BreakerConfig, CircuitBreaker};
+use shiftboss_store::ReplyResult;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use tokio::time::{Instant, sleep_until, timeout_at};
+
+/// Circuit breakers by service, shared by every step of this process.
+#[derive(Default)]
+pub struct Breakers {
+    config: BreakerConfig,
+    by_service: Mutex<HashMap<String, CircuitBreaker>>,
+}
+
+impl Breakers {
+    pub fn new(config: BreakerConfig) -> Self {
+        Breakers { config, by_service: Mutex::default() }
+    }
+
+    fn with<T>(&self, service: &str, f: impl FnOnce(&mut CircuitBreaker) -> T) -> T {
+        let mut map = self.by_service.lock().unwrap_or_else(|p| p.into_inner());
+        let b = map.entry(service.to_owned()).or_insert_with(|| CircuitBreaker::new(self.config));
+        f(b)
+    }
+}
+
+/// This process's monotonic clock as a timestamp, for the breaker. It follows tokio's clock, so a
+/// paused test clock drives it too.
+fn mono_now() -> Timestamp {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    let base = *BASE.get_or_init(Instant::now);
+    Timestamp(shiftboss_core::time::duration_ms(Instant::now().saturating_duration_since(base)))
+}
+
+fn mono_to_instant(t: Timestamp) -> Instant {
+    let now = mono_now();
+    Instant::now() + t.since(now)
+}
+
+/// Runs the call until it succeeds, fails for good, or reaches its deadline. `None` means the
+/// deadline came first: nothing is reported, and the supervisor will see the lease lapse (P5).
+pub async fn run_step(
+    agent: &dyn Agent,
+    mut call: AgentCall,
+    service: &str,
+    breakers: &Breakers,
+    backoff: Backoff,
+    metrics: &Metrics,
+) -> Option<ReplyResult> {
+    let deadline = call.deadline;
+    loop {
+        if Instant::now() >= deadline {
+            Metrics::add(&metrics.dropped_at_deadline, 1);
+            return None;
+        }
+        let admission = breakers.with(service, |b| b.admit(mono_now()));
+        let probing = match admission {
+            Admission::Call => false,
+            Admission::Probe => true,
+            Admission::Wait { until } => {
+                Metrics::add(&metrics.breaker_waits, 1);
+                sleep_until(mono_to_instant(until).min(deadline)).await;
+                continue;
+            }
+        };
+        let result = timeout_at(deadline, agent.call(&call)).await;
+        match result {
+            Err(_elapsed) => {
+                if probing {
+                    breakers.with(service, CircuitBreaker::on_abandoned);
+                }
+                Metrics::add(&metrics.dropped_at_deadline, 1);
+                return None;
+            }
+            Ok(Ok(output)) => {
+                breakers.with(service, CircuitBreaker::on_success);
+                return Some(ReplyResult::Completed(output));
+            }
+            Ok(Err(AgentError::Permanent(e))) => {
+                // The service answered: it is up, whatever it thought of the request.
+                breakers.with(service, CircuitBreaker::on_success);
+                return Some(ReplyResult::PermanentError(e));
+            }
+            Ok(Err(AgentError::Transient(e))) => {
+                breakers.with(service, |b| b.on_failure(mono_now()));
+                tracing::debug!(step = %call.step_id, try_number = call.try_number, error = %e, "transient fault");
+                let wait = backoff.delay(call.try_number, fastrand::f64());
+                call.try_number += 1;
+                Metrics::add(&metrics.in_call_retries, 1);
+                sleep_until((Instant::now() + wait).min(deadline)).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_trait::async_trait;
+    use shiftboss_core::{StepId, TaskId};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    /// Fails transiently `fail_first` times, then answers; or hangs forever when `hang`.
+    struct Flaky {
+        fail_first: u32,
+        hang: bool,
+        calls: AtomicU32,
+        keys: Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl Agent for Flaky {
+        async fn call(&self, call: &AgentCall) -> Result<serde_json::Value, AgentError> {
+            self.keys.lock().unwrap().push(call.idempotency_key.clone());
+            let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+            if self.hang {
+                std::future::pending::<()>().await;
+            }
+            if n <= self.fail_first {
+                return Err(AgentError::Transient(format!("fault {n}")));
+            }
+            Ok(serde_json::json!({"call": n}))
+        }
+    }
+
+    fn flaky(fail_first: u32, hang: bool) -> Flaky {
+        Flaky { fail_first, hang, calls: AtomicU32::new(0), keys: Mutex::default() }
+    }
+
+    fn call(deadline_in: Duration) -> AgentCall {
+        AgentCall {
+            task_id: TaskId(1),
+            step_id: StepId(1),
+            step: "s".into(),
+            input: serde_json::json!({}),
+            config: serde_json::Value::Null,
+            idempotency_key: "key-1".into(),
+            attempt: 1,
+            try_number: 1,
+            complete_by: Timestamp(0),
+            deadline: Instant::now() + deadline_in,
+        }
+    }
+
+    fn breakers(threshold: u32) -> Breakers {
+        Breakers::new(BreakerConfig { failure_threshold: threshold, open_for: Duration::from_millis(200) })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn transient_faults_are_retried_with_the_same_key_within_the_deadline() {
+        let agent = flaky(3, false);
+        let m = Metrics::default();
+        let out = run_step(&agent, call(Duration::from_secs(10)), "svc", &breakers(100), Backoff::default(), &m).await;
+        assert_eq!(out.map(|r| matches!(r, ReplyResult::Completed(_))), Some(true));
+        assert_eq!(agent.calls.load(Ordering::SeqCst), 4);
+        assert!(agent.keys.lock().unwrap().iter().all(|k| k == "key-1"));
+        assert_eq!(m.snapshot().in_call_retries, 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hung_call_is_dropped_at_the_deadline_with_nothing_reported() {
+        let agent = flaky(0, true);
+        let m = Metrics::default();
+        let start = Instant::now();
+        let out = run_step(&agent, call(Duration::from_secs(3)), "svc", &breakers(100), Backoff::default(), &m).await;
+        assert!(out.is_none());
+        assert_eq!(Instant::now() - start, Duration::from_secs(3));
+        assert_eq!(m.snapshot().dropped_at_deadline, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn faults_until_the_deadline_report_nothing() {
+        let agent = flaky(u32::MAX, false);
+        let m = Metrics::default();
+        let out = run_step(&agent, call(Duration::from_secs(2)), "svc", &breakers(100), Backoff::default(), &m).await;
+        assert!(out.is_none());
+        assert!(agent.calls.load(Ordering::SeqCst) > 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_open_breaker_holds_calls_back_then_probes() {
+        let agent = flaky(2, false);
+        let m = Metrics::default();
+        let b = breakers(2);
+        let no_backoff = Backoff { base: Duration::ZERO, cap: Duration::ZERO };
+        let start = Instant::now();
+        let out = run_step(&agent, call(Duration::from_secs(5)), "svc", &b, no_backoff, &m).await;
+        assert!(matches!(out, Some(ReplyResult::Completed(_))));
+        // Two faults opened the breaker; the third call waited out open_for as a probe.
+        assert_eq!(agent.calls.load(Ordering::SeqCst), 3);
+        assert!(Instant::now() - start >= Duration::from_millis(200));
+        assert!(m.snapshot().breaker_waits >= 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_permanent_error_is_reported_at_once() {
+        struct No;
+        #[async_trait]
+        impl Agent for No {
+            async fn call(&self, _: &AgentCall) -> Result<serde_json::Value, AgentError> {
+                Err(AgentError::Permanent("card declined".into()))
+            }
+        }
+        let m = Metrics::default();
+        let out = run_step(&No, call(Duration::from_secs(5)), "svc", &breakers(1), Backoff::default(), &m).await;
+        assert!(matches!(out, Some(ReplyResult::PermanentError(e)) if e == "card declined"));
+    }
+}

@@ -1,0 +1,202 @@
+//! The scheduler (P9, P14, P15): claims due steps in batches, runs each through its agent, and
+//! writes the replies in batches, each fenced by its claim's lease token.
+//!
+//! On start it first returns the steps its own instance id held before a crash (P9), so they run
+//! again at once instead of waiting for the supervisor.
+
+use crate::agent::{AgentCall, AgentRegistry};
+use crate::config::SchedulerConfig;
+use crate::metrics::Metrics;
+use crate::runtime::{Breakers, run_step};
+use shiftboss_core::InstanceId;
+use shiftboss_core::retry::RetryPolicies;
+use shiftboss_store::{
+    ClaimDueSteps, ClaimedStep, RecordReplies, ReleaseInstanceClaims, Reply, ReplyOutcome, ReplyResult, Store,
+};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Notify, Semaphore, mpsc, watch};
+use tokio::task::JoinSet;
+use tokio::time::{Instant, sleep};
+
+pub struct Scheduler {
+    pub store: Arc<dyn Store>,
+    pub agents: AgentRegistry,
+    pub config: SchedulerConfig,
+    pub instance: InstanceId,
+    pub policies: Arc<RetryPolicies>,
+    pub metrics: Arc<Metrics>,
+    /// Rung when new work may be due: a submission in this process, or a step whose completion
+    /// scheduled the next one. Polling covers the rest.
+    pub wake: Arc<Notify>,
+    /// One circuit breaker per remote service, shared by all steps of this scheduler.
+    pub breakers: Arc<Breakers>,
+}
+
+/// How long to wait after a store error before trying again.
+const STORE_RETRY: Duration = Duration::from_millis(200);
+
+impl Scheduler {
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        let this = Arc::new(self);
+        this.release_own_claims(&mut shutdown).await;
+        let (reply_tx, reply_rx) = mpsc::channel::<Reply>(this.config.concurrency as usize * 2);
+        let writer = tokio::spawn(this.clone().write_replies(reply_rx));
+        let slots = Arc::new(Semaphore::new(this.config.concurrency as usize));
+        let mut running = JoinSet::new();
+        let agents = this.agents.names();
+        while !*shutdown.borrow() {
+            let free = slots.available_permits().min(this.config.claim_batch as usize);
+            let mut more_due = false;
+            if free > 0 {
+                let before = Instant::now();
+                let p = ClaimDueSteps { instance: this.instance.clone(), limit: free as u32, agents: agents.clone() };
+                match this.store.claim_due_steps(p).await {
+                    Ok(steps) => {
+                        more_due = steps.len() == free;
+                        Metrics::add(&this.metrics.claimed, steps.len() as u64);
+                        for step in steps {
+                            let permit = slots.clone().try_acquire_owned().expect("claimed no more than the free slots");
+                            let (me, tx) = (this.clone(), reply_tx.clone());
+                            running.spawn(async move {
+                                me.run_claimed(step, before, tx).await;
+                                drop(permit);
+                            });
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "claim failed; trying again");
+                        sleep(STORE_RETRY).await;
+                    }
+                }
+            }
+            while running.try_join_next().is_some() {}
+            if more_due && slots.available_permits() > 0 {
+                continue;
+            }
+            let saturated = slots.available_permits() == 0;
+            tokio::select! {
+                _ = this.wake.notified() => {}
+                _ = sleep(this.config.poll_interval) => {}
+                _ = shutdown.changed() => {}
+                Some(_) = running.join_next(), if saturated => {}
+            }
+        }
+        // Shutdown: no new claims; give running steps a grace period, then leave the rest to be
+        // released at the next start (or expired by the supervisor).
+        let drained = tokio::time::timeout(this.config.shutdown_grace, async {
+            while running.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(left = running.len(), "shutdown grace passed with steps still running");
+            running.abort_all();
+        }
+        drop(reply_tx);
+        let _ = writer.await;
+    }
+
+    async fn release_own_claims(&self, shutdown: &mut watch::Receiver<bool>) {
+        while !*shutdown.borrow() {
+            let p = ReleaseInstanceClaims { instance: self.instance.clone(), policies: self.policies.clone() };
+            match self.store.release_instance_claims(p).await {
+                Ok(r) => {
+                    if r.retried + r.gave_up > 0 {
+                        tracing::info!(returned = r.retried, gave_up = r.gave_up, "released steps held before a restart");
+                    }
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not release steps held before a restart; trying again");
+                    sleep(STORE_RETRY).await;
+                }
+            }
+        }
+    }
+
+    async fn run_claimed(&self, step: ClaimedStep, claim_started: Instant, replies: mpsc::Sender<Reply>) {
+        // The window is measured from before the claim was sent, so this side's deadline is never
+        // later than the store's complete-by.
+        let deadline = claim_started + step.complete_by.since(step.claimed_at);
+        let reply = |result| Reply { step_id: step.id, lease_token: step.lease_token, result };
+        let Some(agent) = self.agents.get(&step.agent) else {
+            let _ = replies.send(reply(ReplyResult::PermanentError(format!("unknown agent {:?}", step.agent)))).await;
+            return;
+        };
+        let service = self.agents.service_key(&step.agent, &step.config);
+        let call = AgentCall {
+            task_id: step.task_id,
+            step_id: step.id,
+            step: step.name.clone(),
+            input: step.input.clone(),
+            config: step.config.clone(),
+            idempotency_key: step.idempotency_key.clone(),
+            attempt: step.attempt,
+            try_number: 1,
+            complete_by: step.complete_by,
+            deadline,
+        };
+        if let Some(result) =
+            run_step(agent.as_ref(), call, &service, &self.breakers, self.config.backoff, &self.metrics).await
+        {
+            let _ = replies.send(reply(result)).await;
+        }
+    }
+
+    /// Drains the reply channel into batches, one transaction each. A batch that cannot be
+    /// written for a passing reason is tried again, not dropped: a step done but never recorded
+    /// would run again for nothing.
+    async fn write_replies(self: Arc<Self>, mut rx: mpsc::Receiver<Reply>) {
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            while batch.len() < self.config.reply_batch {
+                match rx.try_recv() {
+                    Ok(r) => batch.push(r),
+                    Err(_) => break,
+                }
+            }
+            let mut tries = 0u32;
+            loop {
+                let p = RecordReplies { instance: self.instance.clone(), replies: batch.clone() };
+                match self.store.record_replies(p).await {
+                    Ok(outcomes) => {
+                        self.count(&batch, &outcomes);
+                        break;
+                    }
+                    Err(e) if e.is_transient() || tries < 5 => {
+                        tries += 1;
+                        tracing::warn!(error = %e, tries, "recording replies failed; trying again");
+                        sleep(STORE_RETRY * tries.min(10)).await;
+                    }
+                    Err(e) => {
+                        // Not a passing fault: these leases will lapse and the steps run again.
+                        tracing::error!(error = %e, replies = batch.len(), "giving up on recording replies");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    fn count(&self, batch: &[Reply], outcomes: &[ReplyOutcome]) {
+        let mut scheduled = 0;
+        for (reply, outcome) in batch.iter().zip(outcomes) {
+            match outcome {
+                ReplyOutcome::Applied { scheduled: n, .. } => {
+                    scheduled += n;
+                    match reply.result {
+                        ReplyResult::Completed(_) => Metrics::add(&self.metrics.completed, 1),
+                        ReplyResult::PermanentError(_) => Metrics::add(&self.metrics.permanent_errors, 1),
+                    }
+                }
+                ReplyOutcome::Rejected { reason } => {
+                    tracing::info!(step = %reply.step_id, %reason, "late reply rejected");
+                    Metrics::add(&self.metrics.rejected_replies, 1);
+                }
+            }
+        }
+        if scheduled > 0 {
+            self.wake.notify_one();
+        }
+    }
+}

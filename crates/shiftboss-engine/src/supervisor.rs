@@ -1,0 +1,86 @@
+//! The supervisor (P6, P7, P17): every interval, if it is the leader, it finds the steps whose
+//! complete-by passed while still processing and has each retried after its policy's delay, or
+//! sent to Error with an alert at the threshold. It knows nothing of the business (P8).
+
+use crate::config::SupervisorConfig;
+use crate::elector::Elector;
+use crate::metrics::Metrics;
+use shiftboss_core::InstanceId;
+use shiftboss_core::retry::RetryPolicies;
+use shiftboss_store::{ExpireLeases, ExpiryReport, Store, StoreError};
+use std::sync::Arc;
+use tokio::sync::watch;
+use tokio::time::{MissedTickBehavior, interval};
+
+/// The leader lease's name.
+pub const LEADER_NAME: &str = "supervisor";
+
+pub struct Supervisor {
+    store: Arc<dyn Store>,
+    elector: Elector,
+    config: SupervisorConfig,
+    policies: Arc<RetryPolicies>,
+    metrics: Arc<Metrics>,
+}
+
+impl Supervisor {
+    pub fn new(
+        store: Arc<dyn Store>,
+        instance: InstanceId,
+        config: SupervisorConfig,
+        policies: Arc<RetryPolicies>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let elector = Elector::new(store.clone(), LEADER_NAME, instance, config.leader_ttl);
+        Supervisor { store, elector, config, policies, metrics }
+    }
+
+    /// One sweep, in batches, if this instance is the leader. Tests call it directly.
+    pub async fn run_once(&mut self) -> Result<ExpiryReport, StoreError> {
+        let mut total = ExpiryReport::default();
+        let Some(term) = self.elector.ensure().await? else { return Ok(total) };
+        loop {
+            let p = ExpireLeases { leader: term.clone(), limit: self.config.batch, policies: self.policies.clone() };
+            let r = match self.store.expire_leases(p).await {
+                Ok(r) => r,
+                Err(e @ StoreError::NotLeader(_)) => {
+                    self.elector.forget();
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            };
+            total.retried += r.retried;
+            total.gave_up += r.gave_up;
+            Metrics::add(&self.metrics.expired, u64::from(r.retried + r.gave_up));
+            Metrics::add(&self.metrics.gave_up, u64::from(r.gave_up));
+            if r.retried + r.gave_up < self.config.batch {
+                break;
+            }
+        }
+        if total.retried + total.gave_up > 0 {
+            tracing::info!(retried = total.retried, gave_up = total.gave_up, "supervisor sweep");
+        }
+        Ok(total)
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.elector.current().is_some()
+    }
+
+    /// Sweeps every interval until shutdown, then resigns the lease.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let mut tick = interval(self.config.interval);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let Err(e) = self.run_once().await {
+                        tracing::warn!(error = %e, "supervisor sweep failed; trying again next interval");
+                    }
+                }
+                _ = shutdown.changed() => break,
+            }
+        }
+        self.elector.resign().await;
+    }
+}
