@@ -1,0 +1,9 @@
+//! Operator commands.
+
+pub mod steps;
+pub mod tasks;
+
+/// Who an operator action is recorded as: `--actor`, else the login name.
+pub fn default_actor() -> String {
+    std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "operator".into())
+}

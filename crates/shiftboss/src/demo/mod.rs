@@ -1,0 +1,182 @@
+//! `shiftboss demo`: the seeds' e-commerce example, run for real.
+//!
+//! It starts fake stock, payment and shipping services on loopback, submits N orders of the
+//! workflow reserve stock -> charge payment -> ship, runs them with the scheduler, the agents and
+//! the supervisor, and prints a summary. Killed at any point and started again, it picks up where
+//! it was: the orders are submitted under stable keys, so a rerun finds the same tasks.
+
+mod services;
+mod summary;
+mod workflow;
+
+use crate::open_store;
+use anyhow::{Context, bail};
+use clap::Args;
+use services::{FaultRates, Ledger};
+use shiftboss_core::{InstanceId, TaskState};
+use shiftboss_engine::{Engine, EngineConfig, HttpAgent};
+use shiftboss_store::{Store, SubmitTask};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// How many orders to run.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    orders: u32,
+    /// Delete the database and the services' ledger first, to start over.
+    #[arg(long)]
+    fresh: bool,
+    /// Services that never fail (to measure the engine alone).
+    #[arg(long)]
+    no_faults: bool,
+    /// Share of requests a service answers 503 (a fault that passes).
+    #[arg(long, default_value_t = 0.10, value_parser = rate)]
+    transient_rate: f64,
+    /// Share of requests a service applies but answers only after the step's deadline.
+    #[arg(long, default_value_t = 0.02, value_parser = rate)]
+    hang_rate: f64,
+    /// Share of requests a service refuses for good (out of stock, card declined, address unknown).
+    #[arg(long, default_value_t = 0.01, value_parser = rate)]
+    reject_rate: f64,
+    /// Steps run at once.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    concurrency: u32,
+    /// How often the supervisor looks for lapsed leases.
+    #[arg(long, default_value = "250ms", value_parser = humantime::parse_duration)]
+    supervisor_interval: Duration,
+    /// This process's instance id; keep it across restarts so it takes back what it held.
+    #[arg(long, default_value = "demo")]
+    instance_id: String,
+}
+
+fn rate(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(format!("{v} is not between 0 and 1"));
+    }
+    Ok(v)
+}
+
+impl DemoArgs {
+    fn faults(&self) -> anyhow::Result<FaultRates> {
+        if self.no_faults {
+            return Ok(FaultRates::none());
+        }
+        if self.transient_rate + self.hang_rate + self.reject_rate > 1.0 {
+            bail!("--transient-rate, --hang-rate and --reject-rate add up to more than 1");
+        }
+        Ok(FaultRates {
+            transient: self.transient_rate,
+            hang: self.hang_rate,
+            reject: self.reject_rate,
+            // Well past the steps' 1 s complete-by.
+            hang_for: Duration::from_secs(3),
+        })
+    }
+}
+
+/// The services' ledger lives beside the state store, as a remote service's own database would.
+pub fn ledger_path(db: &Path) -> PathBuf {
+    db.with_extension("services.db")
+}
+
+pub async fn run(db: &Path, args: DemoArgs) -> anyhow::Result<bool> {
+    let faults = args.faults()?;
+    let instance = InstanceId::new(args.instance_id.clone())?;
+    let ledger_file = ledger_path(db);
+    if args.fresh {
+        for p in [db.to_path_buf(), ledger_file.clone()] {
+            for suffix in ["", "-wal", "-shm"] {
+                let f = PathBuf::from(format!("{}{suffix}", p.display()));
+                if f.exists() {
+                    std::fs::remove_file(&f).with_context(|| format!("removing {}", f.display()))?;
+                }
+            }
+        }
+    }
+    let store = open_store(db, true)?;
+    let ledger = Arc::new(Ledger::open(&ledger_file)?);
+
+    let stock = services::start("stock", "out of stock", 0, faults, ledger.clone()).await?;
+    let payment = services::start("payment", "card declined", 0, faults, ledger.clone()).await?;
+    let shipping = services::start("shipping", "address not deliverable", 0, faults, ledger.clone()).await?;
+
+    let mut config = EngineConfig::default();
+    config.scheduler.concurrency = args.concurrency;
+    config.scheduler.claim_batch = args.concurrency.min(256);
+    config.scheduler.poll_interval = Duration::from_millis(100);
+    config.supervisor.interval = args.supervisor_interval;
+    config.supervisor.leader_ttl = (args.supervisor_interval * 8).max(Duration::from_secs(2));
+    let engine = Engine::builder(store.clone(), instance)
+        .agent("stock", HttpAgent::for_service(&stock.base_url).map_err(anyhow::Error::msg)?)
+        .agent("payment", HttpAgent::for_service(&payment.base_url).map_err(anyhow::Error::msg)?)
+        .agent("shipping", HttpAgent::for_service(&shipping.base_url).map_err(anyhow::Error::msg)?)
+        .config(config)
+        .build()?;
+    engine.register_workflow(&workflow::order_workflow()).await?;
+    eprintln!(
+        "shiftboss demo: {} orders on {} (services: stock {}, payment {}, shipping {})",
+        args.orders,
+        db.display(),
+        stock.base_url,
+        payment.base_url,
+        shipping.base_url
+    );
+
+    let started = Instant::now();
+    let running = engine.start();
+    let bar = indicatif::ProgressBar::new(u64::from(args.orders));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} orders done {msg}")
+            .expect("a valid template"),
+    );
+    let interrupted = tokio::select! {
+        r = submit_and_wait(&engine, store.as_ref(), args.orders, &bar) => { r?; false }
+        _ = tokio::signal::ctrl_c() => true,
+    };
+    bar.finish_and_clear();
+    running.shutdown().await;
+    let elapsed = started.elapsed();
+
+    let (applied_twice, duplicates_dropped) = summary::ledger_figures(&ledger)?;
+    let report = summary::Report {
+        summary: store.summarize().await?,
+        metrics: engine.metrics(),
+        elapsed,
+        applied_twice,
+        duplicates_dropped,
+    };
+    report.print();
+    if interrupted {
+        eprintln!("interrupted: run `shiftboss demo` again to finish the remaining orders");
+        return Ok(false);
+    }
+    Ok(report.all_terminal() && report.applied_twice_total() == 0)
+}
+
+async fn submit_and_wait(
+    engine: &Engine,
+    store: &dyn Store,
+    orders: u32,
+    bar: &indicatif::ProgressBar,
+) -> anyhow::Result<()> {
+    bar.set_message("(submitting)");
+    for n in 1..=orders {
+        let (key, input) = workflow::order_input(n);
+        let task = SubmitTask { key, workflow: "order".into(), version: Some(1), input, priority: 0, actor: "demo".into() };
+        engine.submit(task).await?;
+    }
+    bar.set_message("");
+    loop {
+        let s = store.summarize().await?;
+        let running = s.tasks_in(TaskState::Running);
+        let total: u64 = s.tasks.iter().map(|(_, n)| n).sum();
+        bar.set_position(total.saturating_sub(running));
+        if running == 0 {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,84 @@
+//! The demo's closing report.
+
+use super::services::Ledger;
+use shiftboss_core::{StepState, TaskState};
+use shiftboss_engine::metrics::MetricsSnapshot;
+use shiftboss_store::Summary;
+use std::time::Duration;
+
+pub struct Report {
+    pub summary: Summary,
+    pub metrics: MetricsSnapshot,
+    pub elapsed: Duration,
+    pub applied_twice: Vec<(String, u64)>,
+    pub duplicates_dropped: u64,
+}
+
+impl Report {
+    pub fn applied_twice_total(&self) -> u64 {
+        self.applied_twice.iter().map(|(_, n)| n).sum()
+    }
+
+    pub fn all_terminal(&self) -> bool {
+        self.summary.tasks_in(TaskState::Running) == 0
+    }
+
+    pub fn print(&self) {
+        let s = &self.summary;
+        let total: u64 = s.tasks.iter().map(|(_, n)| n).sum();
+        let secs = self.elapsed.as_secs_f64().max(1e-9);
+        println!("shiftboss demo: summary");
+        println!(
+            "  orders                {total} (completed {}, failed {}, cancelled {}, still running {})",
+            s.tasks_in(TaskState::Completed),
+            s.tasks_in(TaskState::Failed),
+            s.tasks_in(TaskState::Cancelled),
+            s.tasks_in(TaskState::Running),
+        );
+        println!(
+            "  steps                 processed {}, in error {}, pending {}, processing {}",
+            s.steps_in(StepState::Processed),
+            s.steps_in(StepState::Error),
+            s.steps_in(StepState::Pending),
+            s.steps_in(StepState::Processing),
+        );
+        println!(
+            "  retried               {} tries after transient faults (this run); {} steps claimed more than once",
+            self.metrics.in_call_retries, s.steps_retried
+        );
+        println!(
+            "  recovered             {} steps finished after a timeout or a restart ({} lease expiries, {} released at restart)",
+            s.recovered_after_expiry, s.expiries, s.releases
+        );
+        println!("  late replies refused  {}", s.rejected_replies);
+        if s.errors.is_empty() {
+            println!("  in error              none");
+        } else {
+            println!("  in error (why)");
+            for (why, n) in &s.errors {
+                println!("    {n:>6} × {why}");
+            }
+        }
+        let twice = if self.applied_twice.is_empty() {
+            String::new()
+        } else {
+            let per: Vec<String> = self.applied_twice.iter().map(|(svc, n)| format!("{svc} {n}")).collect();
+            format!(" ({})", per.join(", "))
+        };
+        println!(
+            "  effects applied twice {}{twice}; repeated requests dropped by idempotency key: {}",
+            self.applied_twice_total(),
+            self.duplicates_dropped
+        );
+        println!("  elapsed               {:.2} s (this run)", secs);
+        println!(
+            "  throughput            {:.0} steps/s ({} steps processed this run)",
+            self.metrics.completed as f64 / secs,
+            self.metrics.completed
+        );
+    }
+}
+
+pub fn ledger_figures(ledger: &Ledger) -> anyhow::Result<(Vec<(String, u64)>, u64)> {
+    Ok((ledger.applied_twice()?, ledger.duplicates_dropped()?))
+}
