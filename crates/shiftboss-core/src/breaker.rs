@@ -22,8 +22,12 @@ impl Default for BreakerConfig {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BreakerState {
-    Closed { failures: u32 },
-    Open { until: Timestamp },
+    Closed {
+        failures: u32,
+    },
+    Open {
+        until: Timestamp,
+    },
     /// One probe is out; other calls wait until it reports.
     HalfOpen,
 }

@@ -76,21 +76,14 @@ mod tests {
             (vec![v("reserve", Pending, None)], Decision::Wait),
             (vec![v("reserve", Processing, None)], Decision::Wait),
             (vec![v("reserve", Processed, None)], Decision::Schedule(vec![1])),
-            (
-                vec![v("reserve", Processed, None), v("charge", Error, None)],
-                Decision::Fail { step: "charge".into() },
-            ),
+            (vec![v("reserve", Processed, None), v("charge", Error, None)], Decision::Fail { step: "charge".into() }),
             (vec![v("reserve", Cancelled, None)], Decision::Cancelled),
             (
                 vec![v("reserve", Processed, None), v("charge", Processed, None), v("ship", Processing, None)],
                 Decision::Wait,
             ),
             (
-                vec![
-                    v("ship", Processed, Some(&out)),
-                    v("reserve", Processed, None),
-                    v("charge", Processed, None),
-                ],
+                vec![v("ship", Processed, Some(&out)), v("reserve", Processed, None), v("charge", Processed, None)],
                 Decision::Complete { output: out.clone() },
             ),
         ];

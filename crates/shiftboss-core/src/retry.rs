@@ -180,25 +180,13 @@ mod tests {
 
     #[test]
     fn exponential_grows_caps_and_jitters_downwards() {
-        let p = RetryPolicy::Exponential {
-            base: secs(1),
-            factor: 2.0,
-            cap: secs(10),
-            jitter: 0.0,
-            max_failures: 8,
-        };
+        let p = RetryPolicy::Exponential { base: secs(1), factor: 2.0, cap: secs(10), jitter: 0.0, max_failures: 8 };
         let got: Vec<_> = (1..=8).map(|n| p.after_failure(n, 0.9)).collect();
         assert_eq!(got[0], RetryAfter(secs(1)));
         assert_eq!(got[3], RetryAfter(secs(8)));
         assert_eq!(got[4], RetryAfter(secs(10)));
         assert_eq!(got[7], GiveUp);
-        let j = RetryPolicy::Exponential {
-            base: secs(4),
-            factor: 2.0,
-            cap: secs(100),
-            jitter: 0.5,
-            max_failures: 8,
-        };
+        let j = RetryPolicy::Exponential { base: secs(4), factor: 2.0, cap: secs(100), jitter: 0.5, max_failures: 8 };
         assert_eq!(j.after_failure(1, 0.0), RetryAfter(secs(4)));
         assert_eq!(j.after_failure(1, 1.0), RetryAfter(secs(2)));
     }
@@ -207,13 +195,7 @@ mod tests {
     fn nonsense_policies_are_refused() {
         let bad = RetryPolicy::Intervals { intervals: vec![], max_failures: None };
         assert_eq!(bad.validate(), Err(InvalidPolicy::NoIntervals));
-        let bad = RetryPolicy::Exponential {
-            base: secs(5),
-            factor: 2.0,
-            cap: secs(1),
-            jitter: 0.0,
-            max_failures: 3,
-        };
+        let bad = RetryPolicy::Exponential { base: secs(5), factor: 2.0, cap: secs(1), jitter: 0.0, max_failures: 3 };
         assert_eq!(bad.validate(), Err(InvalidPolicy::CapBelowBase));
         assert!(RetryPolicy::default().validate().is_ok());
     }
@@ -231,8 +213,7 @@ mod tests {
 
     #[test]
     fn policies_read_from_json() {
-        let p: RetryPolicy =
-            serde_json::from_str(r#"{"kind":"intervals","intervals":["100ms","2s",500]}"#).unwrap();
+        let p: RetryPolicy = serde_json::from_str(r#"{"kind":"intervals","intervals":["100ms","2s",500]}"#).unwrap();
         assert_eq!(p.after_failure(2, 0.0), RetryAfter(secs(2)));
         assert_eq!(p.after_failure(3, 0.0), RetryAfter(Duration::from_millis(500)));
         assert!(serde_json::from_str::<RetryPolicy>(r#"{"kind":"sometimes"}"#).is_err());

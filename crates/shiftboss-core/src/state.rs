@@ -61,13 +61,8 @@ pub struct InvalidTransition {
 }
 
 impl StepState {
-    pub const ALL: [StepState; 5] = [
-        StepState::Pending,
-        StepState::Processing,
-        StepState::Processed,
-        StepState::Error,
-        StepState::Cancelled,
-    ];
+    pub const ALL: [StepState; 5] =
+        [StepState::Pending, StepState::Processing, StepState::Processed, StepState::Error, StepState::Cancelled];
 
     /// The state after `event`, or why it cannot happen.
     pub fn on(self, event: StepEvent) -> Result<StepState, InvalidTransition> {
@@ -117,8 +112,7 @@ pub enum TaskState {
 }
 
 impl TaskState {
-    pub const ALL: [TaskState; 4] =
-        [TaskState::Running, TaskState::Completed, TaskState::Failed, TaskState::Cancelled];
+    pub const ALL: [TaskState; 4] = [TaskState::Running, TaskState::Completed, TaskState::Failed, TaskState::Cancelled];
 
     /// True when the task will not move unless an operator acts.
     pub fn is_terminal(self) -> bool {
@@ -151,10 +145,7 @@ macro_rules! str_impls {
         impl FromStr for $t {
             type Err = UnknownState;
             fn from_str(s: &str) -> Result<Self, UnknownState> {
-                <$t>::ALL
-                    .into_iter()
-                    .find(|x| x.as_str() == s)
-                    .ok_or_else(|| UnknownState(s.to_owned()))
+                <$t>::ALL.into_iter().find(|x| x.as_str() == s).ok_or_else(|| UnknownState(s.to_owned()))
             }
         }
     };
@@ -165,9 +156,9 @@ str_impls!(TaskState);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
     use StepEvent as E;
     use StepState as S;
+    use proptest::prelude::*;
 
     fn events() -> impl Strategy<Value = StepEvent> {
         prop_oneof![

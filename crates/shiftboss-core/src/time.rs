@@ -63,8 +63,9 @@ pub mod serde_duration {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         match Raw::deserialize(d)? {
             Raw::Millis(ms) => Ok(Duration::from_millis(ms)),
-            Raw::Text(s) => humantime::parse_duration(&s)
-                .map_err(|e| D::Error::custom(format!("invalid duration {s:?}: {e}"))),
+            Raw::Text(s) => {
+                humantime::parse_duration(&s).map_err(|e| D::Error::custom(format!("invalid duration {s:?}: {e}")))
+            }
         }
     }
 

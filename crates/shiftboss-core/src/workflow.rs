@@ -73,10 +73,7 @@ fn err(path: impl Into<String>, problem: impl Into<String>) -> DefinitionError {
 pub fn check_name(path: &str, name: &str) -> Result<(), DefinitionError> {
     let ok_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c));
     if name.is_empty() || name.len() > 100 || !ok_chars {
-        return Err(err(
-            path,
-            format!("{name:?} is not a valid name: use 1 to 100 of A-Z a-z 0-9 - _ . :"),
-        ));
+        return Err(err(path, format!("{name:?} is not a valid name: use 1 to 100 of A-Z a-z 0-9 - _ . :")));
     }
     Ok(())
 }

@@ -37,8 +37,7 @@ fn post() -> String {
 
 impl RequestConfig {
     fn parse(config: &serde_json::Value, base: Option<&Url>) -> Result<(RequestConfig, Method, Url), String> {
-        let c: RequestConfig =
-            serde_json::from_value(config.clone()).map_err(|e| format!("http agent config: {e}"))?;
+        let c: RequestConfig = serde_json::from_value(config.clone()).map_err(|e| format!("http agent config: {e}"))?;
         let method = Method::from_bytes(c.method.to_ascii_uppercase().as_bytes())
             .map_err(|_| format!("http agent config: invalid method {:?}", c.method))?;
         let url = match base {
@@ -47,10 +46,7 @@ impl RequestConfig {
         };
         let url = url.map_err(|e| format!("http agent config: invalid url {:?}: {e}", c.url))?;
         if url.scheme() != "http" {
-            return Err(format!(
-                "http agent config: url {:?}: only http:// is supported by this build",
-                c.url
-            ));
+            return Err(format!("http agent config: url {:?}: only http:// is supported by this build", c.url));
         }
         for (k, v) in &c.headers {
             reqwest::header::HeaderName::from_bytes(k.as_bytes())
@@ -123,9 +119,9 @@ impl Agent for HttpAgent {
             if bytes.is_empty() {
                 return Ok(serde_json::json!({"status": status.as_u16()}));
             }
-            return Ok(serde_json::from_slice(&bytes).unwrap_or_else(|_| {
-                serde_json::json!({"status": status.as_u16(), "body": String::from_utf8_lossy(&bytes)})
-            }));
+            return Ok(serde_json::from_slice(&bytes).unwrap_or_else(
+                |_| serde_json::json!({"status": status.as_u16(), "body": String::from_utf8_lossy(&bytes)}),
+            ));
         }
         let text = String::from_utf8_lossy(&bytes);
         let text: String = text.chars().take(MAX_ERROR_BODY).collect();
@@ -147,8 +143,11 @@ impl Agent for HttpAgent {
 }
 
 fn is_transient(status: StatusCode) -> bool {
-    status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::REQUEST_TIMEOUT
-        || status.is_informational() || status.is_redirection()
+    status.is_server_error()
+        || status == StatusCode::TOO_MANY_REQUESTS
+        || status == StatusCode::REQUEST_TIMEOUT
+        || status.is_informational()
+        || status.is_redirection()
 }
 
 fn describe(e: &reqwest::Error) -> String {

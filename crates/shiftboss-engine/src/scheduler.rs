@@ -56,7 +56,8 @@ impl Scheduler {
                         more_due = steps.len() == free;
                         Metrics::add(&this.metrics.claimed, steps.len() as u64);
                         for step in steps {
-                            let permit = slots.clone().try_acquire_owned().expect("claimed no more than the free slots");
+                            let permit =
+                                slots.clone().try_acquire_owned().expect("claimed no more than the free slots");
                             let (me, tx) = (this.clone(), reply_tx.clone());
                             running.spawn(async move {
                                 me.run_claimed(step, before, tx).await;
@@ -84,10 +85,9 @@ impl Scheduler {
         }
         // Shutdown: no new claims; give running steps a grace period, then leave the rest to be
         // released at the next start (or expired by the supervisor).
-        let drained = tokio::time::timeout(this.config.shutdown_grace, async {
-            while running.join_next().await.is_some() {}
-        })
-        .await;
+        let drained =
+            tokio::time::timeout(this.config.shutdown_grace, async { while running.join_next().await.is_some() {} })
+                .await;
         if drained.is_err() {
             tracing::warn!(left = running.len(), "shutdown grace passed with steps still running");
             running.abort_all();
@@ -102,7 +102,11 @@ impl Scheduler {
             match self.store.release_instance_claims(p).await {
                 Ok(r) => {
                     if r.retried + r.gave_up > 0 {
-                        tracing::info!(returned = r.retried, gave_up = r.gave_up, "released steps held before a restart");
+                        tracing::info!(
+                            returned = r.retried,
+                            gave_up = r.gave_up,
+                            "released steps held before a restart"
+                        );
                     }
                     return;
                 }

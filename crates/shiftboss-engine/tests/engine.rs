@@ -181,7 +181,11 @@ async fn a_restarted_scheduler_takes_back_its_steps_at_once() {
     engine.register_workflow(&wf).await.unwrap();
     let id = store.submit_task(order("o-1")).await.unwrap().task_id;
     let claimed = store
-        .claim_due_steps(ClaimDueSteps { instance: InstanceId::new("sched-a").unwrap(), limit: 10, agents: vec!["svc".into()] })
+        .claim_due_steps(ClaimDueSteps {
+            instance: InstanceId::new("sched-a").unwrap(),
+            limit: 10,
+            agents: vec!["svc".into()],
+        })
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);

@@ -17,12 +17,19 @@ pub struct Advanced {
 }
 
 pub fn advance_task(t: &Tx<'_>, task_id: TaskId, actor: &str) -> Result<Advanced, StoreError> {
-    let row = t
-        .tx
-        .query_row(
+    let row =
+        t.tx.query_row(
             "SELECT state, workflow, workflow_version, input, priority FROM tasks WHERE id = ?1",
             [task_id.0],
-            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, u32>(2)?, r.get::<_, String>(3)?, r.get::<_, i32>(4)?)),
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, u32>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i32>(4)?,
+                ))
+            },
         )
         .optional()
         .map_err(map_err)?
@@ -77,10 +84,8 @@ pub fn set_task_state(t: &Tx<'_>, task_id: TaskId, state: TaskState) -> Result<(
 type View = (String, StepState, Option<serde_json::Value>);
 
 fn load_views(t: &Tx<'_>, task_id: TaskId) -> Result<Vec<View>, StoreError> {
-    let mut st = t
-        .tx
-        .prepare_cached("SELECT name, state, output FROM steps WHERE task_id = ?1 ORDER BY id")
-        .map_err(map_err)?;
+    let mut st =
+        t.tx.prepare_cached("SELECT name, state, output FROM steps WHERE task_id = ?1 ORDER BY id").map_err(map_err)?;
     let rows = st
         .query_map([task_id.0], |r| {
             Ok((
@@ -102,7 +107,8 @@ fn insert_step(
     task_priority: i32,
     actor: &str,
 ) -> Result<(), StoreError> {
-    let retry = step.retry.as_ref().or(def.retry.as_ref()).map(|p| serde_json::to_string(p).expect("policy serializes"));
+    let retry =
+        step.retry.as_ref().or(def.retry.as_ref()).map(|p| serde_json::to_string(p).expect("policy serializes"));
     let key = uuid::Uuid::new_v4().to_string();
     let priority = task_priority.saturating_add(step.priority);
     t.tx.prepare_cached(

@@ -16,9 +16,8 @@ pub fn claim_due_steps(t: &Tx<'_>, p: &ClaimDueSteps) -> Result<Vec<ClaimedStep>
     let agents: Rc<Vec<Value>> = Rc::new(p.agents.iter().map(|a| Value::from(a.clone())).collect());
     // One statement picks and locks: inside the IMMEDIATE transaction no other writer runs, so no
     // other scheduler, in this process or another, can claim the same rows.
-    let mut st = t
-        .tx
-        .prepare_cached(
+    let mut st =
+        t.tx.prepare_cached(
             "UPDATE steps SET state = 'processing', locked_by = ?1, complete_by = ?2 + timeout_ms,
                     lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?2
              WHERE id IN (SELECT id FROM steps

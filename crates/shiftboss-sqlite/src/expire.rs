@@ -49,9 +49,8 @@ fn read_held(r: &rusqlite::Row<'_>) -> rusqlite::Result<Held> {
 }
 
 pub fn check_leader(t: &Tx<'_>, leader: &LeaderTerm) -> Result<(), StoreError> {
-    let live: i64 = t
-        .tx
-        .query_row(
+    let live: i64 =
+        t.tx.query_row(
             "SELECT count(*) FROM leaders WHERE name = ?1 AND holder = ?2 AND term = ?3 AND expires_at > ?4",
             params![leader.name, leader.holder.as_str(), leader.term, t.now.0],
             |r| r.get(0),
@@ -104,27 +103,27 @@ fn take_back(
         let policy = policies.resolve(&h.agent, h.retry.as_ref());
         let decision = policy.after_failure(failures, fastrand::f64());
         let give_up = decision == RetryDecision::GiveUp;
-        let next = StepState::Processing
-            .on(StepEvent::Expire { give_up })
-            .expect("a processing step can always expire");
+        let next =
+            StepState::Processing.on(StepEvent::Expire { give_up }).expect("a processing step can always expire");
         let due = match (decision, lapse) {
             (RetryDecision::RetryAfter(d), Lapse::Expired) => t.now.plus(d),
             _ => t.now,
         };
         let why = match lapse {
-            Lapse::Expired => format!("lease expired: no reply by complete-by (held by {})", h.locked_by.as_deref().unwrap_or("?")),
-            Lapse::Released => format!("its scheduler {} restarted while holding it", h.locked_by.as_deref().unwrap_or("?")),
+            Lapse::Expired => {
+                format!("lease expired: no reply by complete-by (held by {})", h.locked_by.as_deref().unwrap_or("?"))
+            }
+            Lapse::Released => {
+                format!("its scheduler {} restarted while holding it", h.locked_by.as_deref().unwrap_or("?"))
+            }
         };
-        let changed = t
-            .tx
-            .prepare_cached(
+        let changed =
+            t.tx.prepare_cached(
                 "UPDATE steps SET state = ?3, failure_count = ?4, due_at = ?5, last_error = ?6,
                         locked_by = NULL, complete_by = NULL, updated_at = ?7
                  WHERE id = ?1 AND lease_token = ?2 AND state = 'processing'",
             )
-            .and_then(|mut st| {
-                st.execute(params![h.id.0, h.lease_token, next.as_str(), failures, due.0, why, t.now.0])
-            })
+            .and_then(|mut st| st.execute(params![h.id.0, h.lease_token, next.as_str(), failures, due.0, why, t.now.0]))
             .map_err(map_err)?;
         if changed != 1 {
             continue;

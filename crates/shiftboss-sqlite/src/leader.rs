@@ -8,9 +8,8 @@ use shiftboss_store::{ElectLeader, LeaderTerm, StoreError};
 
 pub fn elect(t: &Tx<'_>, p: &ElectLeader) -> Result<Option<LeaderTerm>, StoreError> {
     let expires_at = t.now.plus(p.ttl);
-    let row: Option<(String, i64, i64)> = t
-        .tx
-        .query_row("SELECT holder, term, expires_at FROM leaders WHERE name = ?1", [&p.name], |r| {
+    let row: Option<(String, i64, i64)> =
+        t.tx.query_row("SELECT holder, term, expires_at FROM leaders WHERE name = ?1", [&p.name], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })
         .optional()

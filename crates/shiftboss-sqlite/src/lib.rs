@@ -79,10 +79,7 @@ impl SqliteStore {
         }
     }
 
-    async fn write<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Tx<'_>) -> Result<T> + Send + 'static,
-    ) -> Result<T> {
+    async fn write<T: Send + 'static>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T> + Send + 'static) -> Result<T> {
         let this = self.clone();
         blocking(move || {
             let mut conn = this.inner.conn.lock().unwrap_or_else(|p| p.into_inner());
@@ -106,9 +103,7 @@ impl SqliteStore {
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| StoreError::Backend(format!("store worker thread failed: {e}")))?
+    tokio::task::spawn_blocking(f).await.map_err(|e| StoreError::Backend(format!("store worker thread failed: {e}")))?
 }
 
 /// Submits a task inside the caller's own transaction, so that an application writes its business
@@ -152,7 +147,6 @@ impl Store for SqliteStore {
     }
 
     async fn submit_task(&self, p: SubmitTask) -> Result<Submitted> {
-        p.validate()?;
         self.write(move |t| submit::submit(t, &p)).await
     }
 
@@ -164,8 +158,7 @@ impl Store for SqliteStore {
         if p.replies.is_empty() {
             return Ok(Vec::new());
         }
-        self.write(move |t| p.replies.iter().map(|r| replies::record_reply(t, p.instance.as_str(), r)).collect())
-            .await
+        self.write(move |t| p.replies.iter().map(|r| replies::record_reply(t, p.instance.as_str(), r)).collect()).await
     }
 
     async fn expire_leases(&self, p: ExpireLeases) -> Result<ExpiryReport> {

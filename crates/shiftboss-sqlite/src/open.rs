@@ -58,17 +58,13 @@ pub fn open_connection(path: &Path, opts: &OpenOptions) -> Result<Connection, St
     let mode: String =
         conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(|e| describe_open(path, e))?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(StoreError::Incompatible(format!(
-            "{}: could not switch to WAL mode (got {mode})",
-            path.display()
-        )));
+        return Err(StoreError::Incompatible(format!("{}: could not switch to WAL mode (got {mode})", path.display())));
     }
     let sync = match opts.durability {
         Durability::Full => "FULL",
         Durability::Normal => "NORMAL",
     };
-    conn.execute_batch(&format!("PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON;"))
-        .map_err(map_err)?;
+    conn.execute_batch(&format!("PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON;")).map_err(map_err)?;
     migrate(&conn, path)?;
     Ok(conn)
 }
@@ -92,9 +88,8 @@ fn check_identity(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     };
     let app_id = read("application_id")?;
     let version = read("user_version")?;
-    let objects: i64 = conn
-        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-        .map_err(|e| describe_open(path, e))?;
+    let objects: i64 =
+        conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).map_err(|e| describe_open(path, e))?;
     let is_ours = app_id == APPLICATION_ID;
     let is_empty = app_id == 0 && version == 0 && objects == 0;
     if !is_ours && !is_empty {

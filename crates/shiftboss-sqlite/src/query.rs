@@ -13,9 +13,18 @@ pub fn get_task(c: &Connection, id: TaskId) -> Result<Option<TaskDetail>, StoreE
         .optional()
         .map_err(map_err)?;
     let Some(task) = task else { return Ok(None) };
-    let steps = collect(c, &format!("SELECT {STEP_COLUMNS} FROM steps WHERE task_id = ?1 ORDER BY id"), [id.0], crate::rows::step)?;
-    let events =
-        collect(c, &format!("SELECT {EVENT_COLUMNS} FROM events WHERE task_id = ?1 ORDER BY id"), [id.0], crate::rows::event)?;
+    let steps = collect(
+        c,
+        &format!("SELECT {STEP_COLUMNS} FROM steps WHERE task_id = ?1 ORDER BY id"),
+        [id.0],
+        crate::rows::step,
+    )?;
+    let events = collect(
+        c,
+        &format!("SELECT {EVENT_COLUMNS} FROM events WHERE task_id = ?1 ORDER BY id"),
+        [id.0],
+        crate::rows::event,
+    )?;
     Ok(Some(TaskDetail { task, steps, events }))
 }
 

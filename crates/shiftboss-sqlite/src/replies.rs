@@ -15,20 +15,19 @@ use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, event_kind a
 const MAX_ERROR_LEN: usize = 2000;
 
 pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply) -> Result<ReplyOutcome, StoreError> {
-    let row = t
-        .tx
-        .prepare_cached("SELECT task_id, state, lease_token FROM steps WHERE id = ?1")
-        .and_then(|mut st| {
-            st.query_row([r.step_id.0], |row| {
-                Ok((
-                    TaskId(row.get(0)?),
-                    crate::rows::parsed::<StepState>(row, 1, "steps.state")?,
-                    row.get::<_, i64>(2)?,
-                ))
+    let row =
+        t.tx.prepare_cached("SELECT task_id, state, lease_token FROM steps WHERE id = ?1")
+            .and_then(|mut st| {
+                st.query_row([r.step_id.0], |row| {
+                    Ok((
+                        TaskId(row.get(0)?),
+                        crate::rows::parsed::<StepState>(row, 1, "steps.state")?,
+                        row.get::<_, i64>(2)?,
+                    ))
+                })
+                .optional()
             })
-            .optional()
-        })
-        .map_err(map_err)?;
+            .map_err(map_err)?;
     let Some((task_id, state, token)) = row else {
         return Ok(ReplyOutcome::Rejected { reason: format!("step {} does not exist", r.step_id) });
     };
@@ -60,16 +59,13 @@ pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply) -> Result<ReplyOutcome, 
         ReplyResult::PermanentError(e) => (None, Some(truncate(e))),
     };
     // The WHERE repeats the fence, so that this write cannot apply even if the checks above were wrong.
-    let changed = t
-        .tx
-        .prepare_cached(
+    let changed =
+        t.tx.prepare_cached(
             "UPDATE steps SET state = ?3, output = ?4, last_error = coalesce(?5, last_error),
                     locked_by = NULL, complete_by = NULL, updated_at = ?6
              WHERE id = ?1 AND lease_token = ?2 AND state = 'processing'",
         )
-        .and_then(|mut st| {
-            st.execute(params![r.step_id.0, r.lease_token.0, next.as_str(), output, error, t.now.0])
-        })
+        .and_then(|mut st| st.execute(params![r.step_id.0, r.lease_token.0, next.as_str(), output, error, t.now.0]))
         .map_err(map_err)?;
     if changed != 1 {
         return Err(StoreError::Backend(format!("fenced update of step {} changed {changed} rows", r.step_id)));

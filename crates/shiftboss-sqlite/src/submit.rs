@@ -5,17 +5,16 @@ use crate::error::map_err;
 use crate::tx::Tx;
 use rusqlite::{OptionalExtension, params};
 use serde_json::json;
+use shiftboss_core::TaskId;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::workflow::WorkflowDef;
-use shiftboss_core::TaskId;
 use shiftboss_store::{RegisterOutcome, StoreError, SubmitTask, Submitted, event_kind as ev};
 
 pub fn register_workflow(t: &Tx<'_>, def: &WorkflowDef) -> Result<RegisterOutcome, StoreError> {
     def.validate().map_err(|e| StoreError::InvalidInput(format!("workflow {}: {e}", def.name)))?;
     let text = serde_json::to_string(def).expect("definitions serialize");
-    let existing: Option<String> = t
-        .tx
-        .query_row(
+    let existing: Option<String> =
+        t.tx.query_row(
             "SELECT definition FROM workflows WHERE name = ?1 AND version = ?2",
             params![def.name, def.version],
             |r| r.get(0),
@@ -47,17 +46,15 @@ pub fn register_workflow(t: &Tx<'_>, def: &WorkflowDef) -> Result<RegisterOutcom
 }
 
 pub fn latest_version(t: &Tx<'_>, name: &str) -> Result<Option<u32>, StoreError> {
-    t.tx.query_row("SELECT max(version) FROM workflows WHERE name = ?1", [name], |r| r.get(0))
-        .map_err(map_err)
+    t.tx.query_row("SELECT max(version) FROM workflows WHERE name = ?1", [name], |r| r.get(0)).map_err(map_err)
 }
 
 pub fn submit(t: &Tx<'_>, p: &SubmitTask) -> Result<Submitted, StoreError> {
     p.validate()?;
-    let existing: Option<i64> = t
-        .tx
-        .query_row("SELECT id FROM tasks WHERE task_key = ?1", [&p.key], |r| r.get(0))
-        .optional()
-        .map_err(map_err)?;
+    let existing: Option<i64> =
+        t.tx.query_row("SELECT id FROM tasks WHERE task_key = ?1", [&p.key], |r| r.get(0))
+            .optional()
+            .map_err(map_err)?;
     if let Some(id) = existing {
         return Ok(Submitted { task_id: TaskId(id), created: false });
     }

@@ -64,10 +64,7 @@ impl Tx<'_> {
             )
             .optional()
             .map_err(map_err)?;
-        let text = text.ok_or_else(|| StoreError::NotFound {
-            what: "workflow",
-            id: format!("{name} v{version}"),
-        })?;
+        let text = text.ok_or_else(|| StoreError::NotFound { what: "workflow", id: format!("{name} v{version}") })?;
         let def: WorkflowDef = serde_json::from_str(&text).map_err(|e| {
             StoreError::Incompatible(format!("stored definition of {name} v{version} does not parse: {e}"))
         })?;

@@ -16,8 +16,8 @@ pub use params::*;
 
 use async_trait::async_trait;
 use shiftboss_core::model::TaskRecord;
-use shiftboss_core::{TaskId, Timestamp};
 use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_core::{TaskId, Timestamp};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 

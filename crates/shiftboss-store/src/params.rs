@@ -36,9 +36,7 @@ impl SubmitTask {
     pub fn validate(&self) -> Result<(), crate::StoreError> {
         let bad = |m: String| Err(crate::StoreError::InvalidInput(m));
         if self.key.is_empty() || self.key.len() > MAX_TASK_KEY_LEN || self.key.chars().any(char::is_control) {
-            return bad(format!(
-                "task key must be 1 to {MAX_TASK_KEY_LEN} bytes with no control characters"
-            ));
+            return bad(format!("task key must be 1 to {MAX_TASK_KEY_LEN} bytes with no control characters"));
         }
         if !self.input.is_object() {
             return bad("task input must be a JSON object".into());

@@ -37,16 +37,15 @@ enum Command {
 /// Opens the state store; commands that only look or act on existing tasks do not create one.
 pub fn open_store(path: &Path, create: bool) -> anyhow::Result<Arc<dyn Store>> {
     let opts = OpenOptions { create, ..OpenOptions::default() };
-    let store = SqliteStore::open(path, &opts).with_context(|| format!("opening the state store {}", path.display()))?;
+    let store =
+        SqliteStore::open(path, &opts).with_context(|| format!("opening the state store {}", path.display()))?;
     Ok(Arc::new(store))
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SHIFTBOSS_LOG").unwrap_or_else(|_| "warn".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SHIFTBOSS_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -30,7 +30,8 @@ fn temp_db() -> (tempfile::TempDir, PathBuf) {
 
 /// The number after `label` on the summary line that starts with it.
 fn figure(out: &str, label: &str) -> u64 {
-    let line = out.lines().find(|l| l.trim_start().starts_with(label)).unwrap_or_else(|| panic!("no {label:?} in:\n{out}"));
+    let line =
+        out.lines().find(|l| l.trim_start().starts_with(label)).unwrap_or_else(|| panic!("no {label:?} in:\n{out}"));
     let rest = line.trim_start()[label.len()..].trim_start();
     rest.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
 }
@@ -44,7 +45,10 @@ fn summarize(db: &Path) -> shiftboss_store::Summary {
 #[test]
 fn the_demo_with_faults_finishes_every_order_and_applies_no_effect_twice() {
     let (_d, db) = temp_db();
-    let out = run(&db, &["demo", "--orders", "300", "--transient-rate", "0.2", "--hang-rate", "0.05", "--reject-rate", "0.02"]);
+    let out = run(
+        &db,
+        &["demo", "--orders", "300", "--transient-rate", "0.2", "--hang-rate", "0.05", "--reject-rate", "0.02"],
+    );
     let s = text(&out);
     assert!(out.status.success(), "{s}");
     assert_eq!(figure(&s, "effects applied twice"), 0, "{s}");
@@ -62,7 +66,8 @@ fn killed_with_sigkill_mid_run_and_started_again_it_finishes_everything() {
     let (_d, db) = temp_db();
     let args = ["demo", "--orders", "3000", "--hang-rate", "0.01"];
     for round in 0..2 {
-        let mut child = bin().arg("--db").arg(&db).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child =
+            bin().arg("--db").arg(&db).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
         // Wait for real progress (a signal from the store), then kill without warning.
         let give_up = Instant::now() + Duration::from_secs(60);
         let target = 200 * (round + 1);
@@ -112,7 +117,8 @@ fn an_operator_resubmits_a_failed_step_and_the_task_completes() {
     // The services are fixed; running the demo again finishes the resubmitted task.
     let out = run(&db, &["demo", "--orders", "2", "--no-faults"]);
     assert!(out.status.success(), "{}", text(&out));
-    let v: serde_json::Value = serde_json::from_str(&text(&run(&db, &["tasks", "show", "order-000001", "--json"]))).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&text(&run(&db, &["tasks", "show", "order-000001", "--json"]))).unwrap();
     assert_eq!(v["task"]["state"], "completed");
     assert!(v["events"].as_array().unwrap().iter().any(|e| e["kind"] == "step.resubmitted" && e["actor"] == "ops"));
 

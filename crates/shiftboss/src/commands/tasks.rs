@@ -95,7 +95,10 @@ fn print_detail(d: &TaskDetail) {
         println!("  output {o}");
     }
     println!("steps:");
-    println!("  {:>8}  {:<16}  {:<10}  {:>8}  {:>8}  {:<12}  ERROR", "ID", "NAME", "STATE", "ATTEMPTS", "FAILURES", "LOCKED BY");
+    println!(
+        "  {:>8}  {:<16}  {:<10}  {:>8}  {:>8}  {:<12}  ERROR",
+        "ID", "NAME", "STATE", "ATTEMPTS", "FAILURES", "LOCKED BY"
+    );
     for s in &d.steps {
         println!(
             "  {:>8}  {:<16}  {:<10}  {:>8}  {:>8}  {:<12}  {}",

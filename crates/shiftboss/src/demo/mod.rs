@@ -165,7 +165,8 @@ async fn submit_and_wait(
     bar.set_message("(submitting)");
     for n in 1..=orders {
         let (key, input) = workflow::order_input(n);
-        let task = SubmitTask { key, workflow: "order".into(), version: Some(1), input, priority: 0, actor: "demo".into() };
+        let task =
+            SubmitTask { key, workflow: "order".into(), version: Some(1), input, priority: 0, actor: "demo".into() };
         engine.submit(task).await?;
     }
     bar.set_message("");

@@ -43,7 +43,8 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn open(path: &Path) -> anyhow::Result<Ledger> {
-        let conn = Connection::open(path).with_context(|| format!("opening the demo services' ledger {}", path.display()))?;
+        let conn =
+            Connection::open(path).with_context(|| format!("opening the demo services' ledger {}", path.display()))?;
         conn.busy_timeout(Duration::from_secs(10))?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;
@@ -65,7 +66,11 @@ impl Ledger {
     fn replay(&self, service: &str, key: &str) -> rusqlite::Result<Option<String>> {
         let c = self.lock();
         let prior: Option<String> = c
-            .query_row("SELECT response FROM effects WHERE service = ?1 AND idempotency_key = ?2", [service, key], |r| r.get(0))
+            .query_row(
+                "SELECT response FROM effects WHERE service = ?1 AND idempotency_key = ?2",
+                [service, key],
+                |r| r.get(0),
+            )
             .optional()?;
         if prior.is_some() {
             c.execute(
@@ -80,12 +85,15 @@ impl Ledger {
     /// Applies an effect once per key; returns the answer to give (the first one, if it raced).
     fn apply(&self, service: &str, key: &str, order_id: &str, response: &str) -> rusqlite::Result<String> {
         let c = self.lock();
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         c.execute(
             "INSERT OR IGNORE INTO effects (service, idempotency_key, order_id, response, applied_at) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![service, key, order_id, response, now],
         )?;
-        c.query_row("SELECT response FROM effects WHERE service = ?1 AND idempotency_key = ?2", [service, key], |r| r.get(0))
+        c.query_row("SELECT response FROM effects WHERE service = ?1 AND idempotency_key = ?2", [service, key], |r| {
+            r.get(0)
+        })
     }
 
     /// Orders whose effect a service applied more than once (under different keys).
@@ -101,7 +109,9 @@ impl Ledger {
 
     /// Repeated requests each service dropped because it had seen their key.
     pub fn duplicates_dropped(&self) -> rusqlite::Result<u64> {
-        self.lock().query_row("SELECT coalesce(sum(dropped), 0) FROM duplicates", [], |r| r.get::<_, i64>(0)).map(|n| n as u64)
+        self.lock()
+            .query_row("SELECT coalesce(sum(dropped), 0) FROM duplicates", [], |r| r.get::<_, i64>(0))
+            .map(|n| n as u64)
     }
 }
 
@@ -166,7 +176,9 @@ async fn handle(State(s): State<Arc<ServiceState>>, headers: HeaderMap, body: St
     if roll < f.transient + f.reject {
         return (StatusCode::UNPROCESSABLE_ENTITY, s.refusal.to_owned());
     }
-    let response = json!({"service": s.name, "order_id": order_id, "ref": format!("{}-{}", s.name, &key[..8.min(key.len())])}).to_string();
+    let response =
+        json!({"service": s.name, "order_id": order_id, "ref": format!("{}-{}", s.name, &key[..8.min(key.len())])})
+            .to_string();
     let ledger = s.ledger.clone();
     let (name, oid) = (s.name, order_id.clone());
     let applied = tokio::task::spawn_blocking(move || ledger.apply(name, &key, &oid, &response)).await;
