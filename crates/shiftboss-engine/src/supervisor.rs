@@ -38,16 +38,31 @@ impl Supervisor {
     /// One sweep, in batches, if this instance is the leader. Tests call it directly.
     pub async fn run_once(&mut self) -> Result<ExpiryReport, StoreError> {
         let mut total = ExpiryReport::default();
-        let Some(term) = self.elector.ensure().await? else { return Ok(total) };
+        // A term the store refuses (it lapsed while this instance was paused, say) is dropped, and
+        // the lease is asked for once more: if nobody else took it, the sweep goes on.
+        let mut elections = 0;
+        let Some(mut term) = self.elector.ensure().await? else { return Ok(total) };
         loop {
             let p = ExpireLeases { leader: term.clone(), limit: self.config.batch, policies: self.policies.clone() };
             let r = match self.store.expire_leases(p).await {
                 Ok(r) => r,
-                Err(e @ StoreError::NotLeader(_)) => {
+                Err(StoreError::NotLeader(_)) if elections == 0 => {
+                    elections += 1;
                     self.elector.forget();
+                    match self.elector.ensure().await? {
+                        Some(t) => {
+                            term = t;
+                            continue;
+                        }
+                        None => return Ok(total),
+                    }
+                }
+                Err(e) => {
+                    if matches!(e, StoreError::NotLeader(_)) {
+                        self.elector.forget();
+                    }
                     return Err(e);
                 }
-                Err(e) => return Err(e),
             };
             total.retried += r.retried;
             total.gave_up += r.gave_up;
