@@ -47,7 +47,7 @@ impl Ledger {
             Connection::open(path).with_context(|| format!("opening the demo services' ledger {}", path.display()))?;
         conn.busy_timeout(Duration::from_secs(10))?;
         conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
              CREATE TABLE IF NOT EXISTS effects (
                  service TEXT NOT NULL, idempotency_key TEXT NOT NULL, order_id TEXT NOT NULL,
                  response TEXT NOT NULL, applied_at INTEGER NOT NULL,
