@@ -12,7 +12,8 @@ macro_rules! int_id {
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{}", self.0)
+                // Delegating keeps width and alignment flags working in tables.
+                fmt::Display::fmt(&self.0, f)
             }
         }
     };
@@ -61,7 +62,7 @@ impl InstanceId {
 
 impl fmt::Display for InstanceId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -75,5 +76,10 @@ mod tests {
         assert!(InstanceId::new("").is_err());
         assert!(InstanceId::new("has space").is_err());
         assert!(InstanceId::new("x".repeat(129)).is_err());
+    }
+
+    #[test]
+    fn ids_line_up_in_tables() {
+        assert_eq!(format!("{:>5}|{:<4}|", TaskId(42), InstanceId::new("ab").unwrap()), "   42|ab  |");
     }
 }

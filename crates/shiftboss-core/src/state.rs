@@ -138,7 +138,7 @@ macro_rules! str_impls {
     ($t:ty) => {
         impl fmt::Display for $t {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
+                f.pad(self.as_str())
             }
         }
 
@@ -212,6 +212,7 @@ mod tests {
             assert_eq!(t.as_str().parse::<TaskState>().unwrap(), t);
         }
         assert!("done".parse::<S>().is_err());
+        assert_eq!(format!("{:<11}|", S::Error), "error      |");
     }
 
     proptest! {
