@@ -1,0 +1,15 @@
+//! The cases, one module per store operation. Each `pub async fn` takes a fresh fixture and panics
+//! when the behaviour its name states is broken. [`crate::conformance_suite!`] lists them all.
+
+pub mod cancel;
+pub mod claim;
+pub mod concurrency;
+pub mod expire;
+pub mod fencing;
+pub mod leader;
+pub mod query;
+pub mod register;
+pub mod release;
+pub mod replies;
+pub mod resubmit;
+pub mod submit;

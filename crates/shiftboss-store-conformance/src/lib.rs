@@ -1,0 +1,131 @@
+//! The conformance suite of the store contract: written once, run against every backend (SQLite
+//! now, PostgreSQL later), as River's `riverdrivertest` is for its drivers.
+//!
+//! Layout:
+//! - [`Fixture`]: what a backend provides, one fresh, isolated database per test case.
+//! - [`support`]: the [`support::Harness`] every case drives (a store and its manual clock) and
+//!   small helpers (workflow definitions, snapshots of everything a store holds).
+//! - [`cases`]: one module per store operation; each case is an `async fn(fixture)` that panics
+//!   when the behaviour it names is broken.
+//! - [`conformance_suite!`]: expands to one `#[tokio::test]` per case, so that each case is a test
+//!   of its own for `cargo nextest` (run in its own process, reported by name).
+//!
+//! A backend's test file is one line plus its fixture:
+//!
+//! ```ignore
+//! shiftboss_store_conformance::conformance_suite!(SqliteFixture::new());
+//! ```
+//!
+//! The expression is evaluated once per test, inside the async test body, so it may `.await`
+//! (a PostgreSQL fixture creates its schema asynchronously).
+//!
+//! Time: every case runs on a [`shiftboss_store::ManualClock`] and moves it by hand; nothing
+//! sleeps. A change to the store contract comes with a change to this suite.
+
+pub mod cases;
+pub mod support;
+
+use shiftboss_store::{Clock, Store};
+use std::future::Future;
+
+/// One test's database. It owns whatever makes the database private to the test (a temp dir, a
+/// schema) and drops it at the end.
+///
+/// `open` may be called more than once: each call gives a second, independent handle
+/// (connection, pool) onto the SAME database, the way two scheduler processes share one store.
+pub trait Fixture: Send + Sync + 'static {
+    type Store: Store;
+
+    /// A new handle onto this fixture's database whose lease decisions use `clock`.
+    /// Panics if the database cannot be opened: the test cannot go on.
+    fn open(&self, clock: Clock) -> impl Future<Output = Self::Store> + Send;
+}
+
+/// Expands to one `#[tokio::test]` per conformance case, grouped in modules named like the case
+/// modules (`submit::same_key_twice_returns_the_same_task`, ...). `$fixture` is an expression that
+/// makes a fresh [`Fixture`]; it is evaluated in each test, in an async context, in the caller's
+/// scope (so it may name items of the calling file and `.await`).
+///
+/// The calling crate needs `tokio` with the `macros` and `rt-multi-thread` features.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($fixture:expr) => {
+        $crate::conformance_suite!(@modules $fixture;
+            submit {
+                writes_task_first_step_and_received_event,
+                same_key_twice_returns_the_same_task_and_adds_nothing,
+                bad_input_changes_nothing,
+            }
+            register {
+                same_definition_twice_is_unchanged,
+                same_version_with_other_content_conflicts,
+                invalid_definition_is_invalid_input,
+                get_workflow_returns_the_latest_or_the_named_version,
+            }
+            claim {
+                claims_highest_priority_first_then_oldest_due,
+                does_not_claim_before_due_at,
+                respects_limit_and_agents,
+                sets_the_lease_and_carries_what_the_agent_needs,
+                reclaim_grows_the_token_and_keeps_the_idempotency_key,
+            }
+            concurrency {
+                two_handles_never_claim_the_same_step,
+            }
+            replies {
+                completed_replies_run_a_workflow_to_completion,
+                permanent_error_fails_the_step_and_the_task_with_alerts,
+                a_second_reply_on_the_same_lease_is_rejected,
+                reply_to_an_unknown_step_is_rejected,
+            }
+            fencing {
+                late_reply_with_the_old_token_is_rejected,
+                reply_after_expiry_before_reclaim_is_rejected,
+            }
+            expire {
+                requires_a_live_leader_term,
+                follows_the_interval_list_then_gives_up,
+                counts_each_expiry_once,
+                leaves_unexpired_steps_alone_and_respects_limit,
+                uses_the_deployment_policy_per_agent,
+            }
+            release {
+                returns_only_that_instances_steps_at_once,
+                gives_up_at_the_threshold,
+            }
+            leader {
+                first_caller_gets_term_one_and_renewal_keeps_it,
+                another_holder_takes_over_after_the_ttl,
+                resign_hands_over_at_once_and_the_old_term_is_refused,
+            }
+            resubmit {
+                only_a_step_in_error_can_be_resubmitted,
+                resubmitted_step_runs_and_the_task_completes,
+            }
+            cancel {
+                cancels_live_steps_and_fences_the_holder,
+                completed_or_unknown_tasks_cannot_be_cancelled,
+            }
+            query {
+                get_task_and_find_by_key,
+                list_tasks_filters_and_pages_newest_first,
+                summarize_counts,
+            }
+        );
+    };
+    (@modules $fixture:expr; $( $module:ident { $( $case:ident ),* $(,)? } )*) => {
+        $(
+            mod $module {
+                // The fixture expression names items of the calling file.
+                #[allow(unused_imports)]
+                use super::*;
+                $(
+                    #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                    async fn $case() {
+                        $crate::cases::$module::$case($fixture).await;
+                    }
+                )*
+            }
+        )*
+    };
+}
