@@ -1,0 +1,188 @@
+//! What only a file-backed store has to get right: refusing files that are not ours (or are newer)
+//! without touching them, keeping data across reopen, and submitting inside the application's own
+//! transaction (P12).
+
+use rusqlite::Connection;
+use serde_json::json;
+use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_sqlite::{OpenOptions, SCHEMA_VERSION, SqliteStore};
+use shiftboss_store::{ClaimDueSteps, Store, StoreError, SubmitTask};
+use std::path::{Path, PathBuf};
+
+fn db_in(dir: &tempfile::TempDir) -> PathBuf {
+    dir.path().join("state.db")
+}
+
+/// The files SQLite puts beside a database it opened for writing.
+fn assert_no_sidecars(path: &Path) {
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let side = PathBuf::from(format!("{}{suffix}", path.display()));
+        assert!(!side.exists(), "{} was created", side.display());
+    }
+}
+
+fn open_err(path: &Path, opts: &OpenOptions) -> StoreError {
+    match SqliteStore::open(path, opts) {
+        Ok(_) => panic!("{} opened", path.display()),
+        Err(e) => e,
+    }
+}
+
+fn workflow() -> WorkflowDef {
+    WorkflowDef::from_json(r#"{"name": "order", "steps": [{"name": "charge", "agent": "pay"}]}"#).unwrap()
+}
+
+fn submit(key: &str) -> SubmitTask {
+    SubmitTask {
+        key: key.into(),
+        workflow: "order".into(),
+        version: None,
+        input: json!({"order": key}),
+        priority: 0,
+        actor: "app".into(),
+    }
+}
+
+#[test]
+fn a_corrupt_file_is_refused_and_left_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let mut rng = fastrand::Rng::with_seed(7);
+    let bytes: Vec<u8> = std::iter::repeat_with(|| rng.u8(..)).take(64 * 1024).collect();
+    std::fs::write(&path, &bytes).unwrap();
+
+    let e = open_err(&path, &OpenOptions::default());
+    assert!(matches!(e, StoreError::Incompatible(_)), "{e:?}");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "not one byte changed");
+    assert_no_sidecars(&path);
+}
+
+#[test]
+fn a_foreign_sqlite_database_is_refused_and_left_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crm.db");
+    {
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch(
+            "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO customers (name) VALUES ('Ada');",
+        )
+        .unwrap();
+    }
+    let bytes = std::fs::read(&path).unwrap();
+
+    let e = open_err(&path, &OpenOptions::default());
+    assert!(matches!(&e, StoreError::Incompatible(m) if m.contains("not a shiftboss")), "{e:?}");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "not one byte changed");
+    assert_no_sidecars(&path);
+}
+
+#[test]
+fn a_file_from_a_newer_shiftboss_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    drop(SqliteStore::open(&path, &OpenOptions::default()).unwrap());
+    {
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch(&format!("PRAGMA user_version = {}", SCHEMA_VERSION + 1)).unwrap();
+    }
+    let bytes = std::fs::read(&path).unwrap();
+
+    let e = open_err(&path, &OpenOptions::default());
+    assert!(matches!(&e, StoreError::Incompatible(m) if m.contains("newer")), "{e:?}");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "not migrated, not written");
+    let c = Connection::open(&path).unwrap();
+    let v: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(v, SCHEMA_VERSION + 1);
+}
+
+#[test]
+fn without_create_a_missing_file_is_not_found_and_not_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let e = open_err(&path, &OpenOptions { create: false, ..OpenOptions::default() });
+    assert!(matches!(e, StoreError::NotFound { .. }), "{e:?}");
+    assert!(!path.exists());
+    assert_no_sidecars(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reopening_a_store_keeps_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let (task, summary) = {
+        let store = SqliteStore::open(&path, &OpenOptions::default()).unwrap();
+        store.register_workflow(&workflow()).await.unwrap();
+        let task = store.submit_task(submit("order-1")).await.unwrap().task_id;
+        let p = ClaimDueSteps {
+            instance: shiftboss_core::InstanceId::new("sched-1").unwrap(),
+            limit: 1,
+            agents: vec!["pay".into()],
+        };
+        assert_eq!(store.claim_due_steps(p).await.unwrap().len(), 1);
+        (store.get_task(task).await.unwrap().unwrap(), store.summarize().await.unwrap())
+    };
+
+    let store = SqliteStore::open(&path, &OpenOptions { create: false, ..OpenOptions::default() }).unwrap();
+    assert_eq!(store.get_task(task.task.id).await.unwrap(), Some(task));
+    assert_eq!(store.summarize().await.unwrap(), summary);
+    assert_eq!(store.get_workflow("order", None).await.unwrap(), Some(workflow()));
+}
+
+/// The application's own table, in the store's file, written in the same transaction as the task.
+const ORDERS: &str = "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)";
+
+fn orders(c: &Connection, id: &str) -> i64 {
+    c.query_row("SELECT count(*) FROM orders WHERE id = ?1", [id], |r| r.get(0)).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_in_a_committed_transaction_writes_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let store = SqliteStore::open(&path, &OpenOptions::default()).unwrap();
+    store.register_workflow(&workflow()).await.unwrap();
+    let mut app = Connection::open(&path).unwrap();
+    app.execute_batch(ORDERS).unwrap();
+
+    let tx = app.transaction().unwrap();
+    tx.execute("INSERT INTO orders (id, total) VALUES ('order-1', 42)", []).unwrap();
+    let s = shiftboss_sqlite::submit_task_in(&tx, &submit("order-1")).unwrap();
+    assert!(s.created);
+    tx.commit().unwrap();
+
+    assert_eq!(orders(&app, "order-1"), 1);
+    let task = store.find_task_by_key("order-1").await.unwrap().expect("the task committed with the order");
+    assert_eq!(task.id, s.task_id);
+    // A scheduler on the store's own handle finds its step at the next poll.
+    let p = ClaimDueSteps {
+        instance: shiftboss_core::InstanceId::new("sched-1").unwrap(),
+        limit: 10,
+        agents: vec!["pay".into()],
+    };
+    let claimed = store.claim_due_steps(p).await.unwrap();
+    assert_eq!(claimed.iter().map(|c| c.task_id).collect::<Vec<_>>(), vec![s.task_id]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_in_a_rolled_back_transaction_writes_neither() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let store = SqliteStore::open(&path, &OpenOptions::default()).unwrap();
+    store.register_workflow(&workflow()).await.unwrap();
+    let mut app = Connection::open(&path).unwrap();
+    app.execute_batch(ORDERS).unwrap();
+    let before = store.summarize().await.unwrap();
+
+    let tx = app.transaction().unwrap();
+    tx.execute("INSERT INTO orders (id, total) VALUES ('order-2', 42)", []).unwrap();
+    shiftboss_sqlite::submit_task_in(&tx, &submit("order-2")).unwrap();
+    tx.rollback().unwrap();
+
+    assert_eq!(orders(&app, "order-2"), 0);
+    assert_eq!(store.find_task_by_key("order-2").await.unwrap(), None);
+    assert_eq!(store.summarize().await.unwrap(), before);
+    // The key is free again: the application can retry the whole transaction.
+    let tx = app.transaction().unwrap();
+    assert!(shiftboss_sqlite::submit_task_in(&tx, &submit("order-2")).unwrap().created);
+    tx.commit().unwrap();
+}
