@@ -147,6 +147,7 @@ impl Store for SqliteStore {
     }
 
     async fn submit_task(&self, p: SubmitTask) -> Result<Submitted> {
+        p.validate()?;
         self.write(move |t| submit::submit(t, &p)).await
     }
 
