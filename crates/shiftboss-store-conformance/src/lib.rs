@@ -71,6 +71,7 @@ macro_rules! conformance_suite {
             }
             concurrency {
                 two_handles_never_claim_the_same_step,
+                reads_see_one_snapshot_while_another_handle_writes,
             }
             replies {
                 completed_replies_run_a_workflow_to_completion,
