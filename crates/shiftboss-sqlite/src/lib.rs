@@ -96,7 +96,11 @@ impl SqliteStore {
         let this = self.clone();
         blocking(move || {
             let conn = this.inner.conn.lock().unwrap_or_else(|p| p.into_inner());
-            f(&conn)
+            // One read transaction, so that a read of several statements (a task with its steps
+            // and events, a summary) sees one snapshot, not commits of other handles in between.
+            // Dropping it ends it; a read has nothing to commit.
+            let snapshot = conn.unchecked_transaction().map_err(map_err)?;
+            f(&snapshot)
         })
         .await
     }
