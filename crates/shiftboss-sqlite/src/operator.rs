@@ -11,9 +11,8 @@ use shiftboss_core::{StepId, StepState, TaskId, TaskState};
 use shiftboss_store::{CancelTask, ResubmitStep, StoreError, event_kind as ev};
 
 pub fn resubmit_step(t: &Tx<'_>, p: &ResubmitStep) -> Result<(), StoreError> {
-    let row: Option<(i64, String, String)> = t
-        .tx
-        .query_row(
+    let row: Option<(i64, String, String)> =
+        t.tx.query_row(
             "SELECT s.task_id, s.state, t.state FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = ?1",
             [p.step_id.0],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
@@ -45,20 +44,18 @@ pub fn resubmit_step(t: &Tx<'_>, p: &ResubmitStep) -> Result<(), StoreError> {
 }
 
 pub fn cancel_task(t: &Tx<'_>, p: &CancelTask) -> Result<(), StoreError> {
-    let state: Option<String> = t
-        .tx
-        .query_row("SELECT state FROM tasks WHERE id = ?1", [p.task_id.0], |r| r.get(0))
-        .optional()
-        .map_err(map_err)?;
+    let state: Option<String> =
+        t.tx.query_row("SELECT state FROM tasks WHERE id = ?1", [p.task_id.0], |r| r.get(0))
+            .optional()
+            .map_err(map_err)?;
     let state = state.ok_or_else(|| StoreError::NotFound { what: "task", id: p.task_id.to_string() })?;
     if state == TaskState::Completed.as_str() || state == TaskState::Cancelled.as_str() {
         return Err(StoreError::Conflict(format!("task {} is already {state}", p.task_id)));
     }
     let live: Vec<i64> = {
-        let mut st = t
-            .tx
-            .prepare("SELECT id FROM steps WHERE task_id = ?1 AND state IN ('pending', 'processing')")
-            .map_err(map_err)?;
+        let mut st =
+            t.tx.prepare("SELECT id FROM steps WHERE task_id = ?1 AND state IN ('pending', 'processing')")
+                .map_err(map_err)?;
         let ids = st.query_map([p.task_id.0], |r| r.get(0)).map_err(map_err)?;
         ids.collect::<Result<_, _>>().map_err(map_err)?
     };
