@@ -51,11 +51,22 @@ pub fn latest_version(t: &Tx<'_>, name: &str) -> Result<Option<u32>, StoreError>
 
 pub fn submit(t: &Tx<'_>, p: &SubmitTask) -> Result<Submitted, StoreError> {
     p.validate()?;
-    let existing: Option<i64> =
-        t.tx.query_row("SELECT id FROM tasks WHERE task_key = ?1", [&p.key], |r| r.get(0))
-            .optional()
-            .map_err(map_err)?;
-    if let Some(id) = existing {
+    let existing: Option<(i64, String, String)> =
+        t.tx.query_row("SELECT id, workflow, input FROM tasks WHERE task_key = ?1", [&p.key], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .optional()
+        .map_err(map_err)?;
+    if let Some((id, workflow, input)) = existing {
+        // The same key with the same content is a retry of the same submission; with other
+        // content it is a caller's mistake that must not pass silently.
+        let same_input = serde_json::from_str::<serde_json::Value>(&input).is_ok_and(|v| v == p.input);
+        if workflow != p.workflow || !same_input {
+            return Err(StoreError::Conflict(format!(
+                "task key {:?} was submitted before with another workflow or input (task {id})",
+                p.key
+            )));
+        }
         return Ok(Submitted { task_id: TaskId(id), created: false });
     }
     let version = match p.version {

@@ -35,10 +35,12 @@ pub trait Store: Send + Sync + 'static {
     async fn get_workflow(&self, name: &str, version: Option<u32>) -> Result<Option<WorkflowDef>>;
 
     /// Writes a task, its first steps and its `task.received` event in one transaction (P12).
-    /// Submitting a key that exists returns the existing task and changes nothing.
+    /// Submitting a key that exists with the same workflow and input returns the existing task and
+    /// changes nothing; with another workflow or input it is a `Conflict`.
     async fn submit_task(&self, p: SubmitTask) -> Result<Submitted>;
 
-    /// Claims due Pending steps for one instance, highest priority first, then oldest due (P14).
+    /// Claims due Pending steps for one instance (P14). Which steps are chosen under the limit goes
+    /// by highest priority, then oldest due; the order of the returned list is unspecified.
     async fn claim_due_steps(&self, p: ClaimDueSteps) -> Result<Vec<ClaimedStep>>;
 
     /// Records agents' replies, each fenced by its lease token, and moves their tasks on.
@@ -51,6 +53,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// On a scheduler's start: the steps its instance id held before it died go back to Pending
     /// at once (counted as a failure, so that a step that kills its process ends in Error).
+    /// Not fenced: the instance id is the identity, and only that instance may call this.
     async fn release_instance_claims(&self, p: ReleaseInstanceClaims) -> Result<ExpiryReport>;
 
     /// Takes or renews a named leader lease. `None` when another holder's lease is still live.
@@ -62,7 +65,8 @@ pub trait Store: Send + Sync + 'static {
     /// An operator sends a step in Error back to Pending with its failure count reset (P16).
     async fn resubmit_step(&self, p: ResubmitStep) -> Result<()>;
 
-    /// An operator cancels a task: its pending and processing steps are cancelled.
+    /// An operator cancels a task: its pending and processing steps are cancelled. Cancelling a
+    /// completed or already cancelled task is a `Conflict`.
     async fn cancel_task(&self, p: CancelTask) -> Result<()>;
 
     async fn get_task(&self, id: TaskId) -> Result<Option<TaskDetail>>;

@@ -108,7 +108,10 @@ pub enum ReplyResult {
 pub enum ReplyOutcome {
     /// Recorded; `task_state` is the task's state after the decider ran, `scheduled` the steps it created.
     Applied { task_state: TaskState, scheduled: u32 },
-    /// Not applied: the lease was lapsed or the step had moved on. Recorded as a `reply.rejected` event.
+    /// Not applied: the lease was lapsed or the step had moved on. Recorded as a `reply.rejected`
+    /// event of the step's task (a reply naming no existing step has no task to record it on).
+    /// A reply that arrives after complete-by but before any sweep or re-claim is applied: its
+    /// token still matches, so no newer state exists for it to overwrite.
     Rejected { reason: String },
 }
 
@@ -168,13 +171,20 @@ pub struct CancelTask {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ListTasks {
     pub state: Option<TaskState>,
     pub workflow: Option<String>,
     /// Only tasks with an id below this, for paging newest first.
     pub before: Option<TaskId>,
     pub limit: u32,
+}
+
+impl Default for ListTasks {
+    /// All states, newest first, one page of 50.
+    fn default() -> Self {
+        ListTasks { state: None, workflow: None, before: None, limit: 50 }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -59,11 +59,16 @@ pub async fn same_key_twice_returns_the_same_task_and_adds_nothing<F: Fixture>(f
 
     let again = h.store.submit_task(submit_params("order-1", "one", 0)).await.expect("resubmit");
     assert_eq!(again, Submitted { task_id: id, created: false });
-    // Even with other content the key wins: it is the caller's id for this one order.
-    let mut other = submit_params("order-1", "three", 9);
-    other.input = json!({"something": "else"});
-    let again = h.store.submit_task(other).await.expect("resubmit with other content");
-    assert_eq!(again, Submitted { task_id: id, created: false });
+    // A key reused with other content is a caller's mistake: refused, not silently merged.
+    let mut other_input = submit_params("order-1", "one", 0);
+    other_input.input = json!({"something": "else"});
+    let other_workflow = submit_params("order-1", "three", 0);
+    for p in [other_input, other_workflow] {
+        match h.store.submit_task(p).await {
+            Err(StoreError::Conflict(m)) => assert!(m.contains("order-1"), "{m}"),
+            other => panic!("want Conflict, got {other:?}"),
+        }
+    }
 
     assert_eq!(h.snapshot().await, before, "no task, step or event was added or changed");
     assert_eq!(h.store.summarize().await.expect("summarize"), summary);
