@@ -40,10 +40,11 @@ fn supervisor(f: &Fixture, name: &str, policy: RetryPolicy) -> Supervisor {
     Supervisor::new(f.store.clone(), InstanceId::new(name).unwrap(), config, policies, Arc::new(Metrics::default()))
 }
 
-async fn submit_and_claim(f: &Fixture, n: usize) {
+/// Submits `n` tasks keyed `{prefix}{i}` and claims their steps, as a scheduler "sched" would.
+async fn submit_and_claim_keyed(f: &Fixture, prefix: &str, n: usize) {
     for i in 0..n {
         let t = SubmitTask {
-            key: format!("t{i}"),
+            key: format!("{prefix}{i}"),
             workflow: "w".into(),
             version: None,
             input: json!({}),
@@ -54,6 +55,10 @@ async fn submit_and_claim(f: &Fixture, n: usize) {
     }
     let p = ClaimDueSteps { instance: InstanceId::new("sched").unwrap(), limit: 100, agents: vec!["x".into()] };
     assert_eq!(f.store.claim_due_steps(p).await.unwrap().len(), n);
+}
+
+async fn submit_and_claim(f: &Fixture, n: usize) {
+    submit_and_claim_keyed(f, "t", n).await;
 }
 
 #[tokio::test]
@@ -119,7 +124,7 @@ async fn one_supervisor_acts_at_a_time_and_a_lapsed_leader_is_refused() {
     // a still trusts its lease by its own clock, but the store refuses its stale term; a drops it,
     // finds b's lease live, and does nothing.
     f.clock.advance(ms(1001));
-    submit_and_claim_more(&f).await;
+    submit_and_claim_keyed(&f, "late", 1).await;
     f.clock.advance(ms(1001));
     let r = a.run_once().await.unwrap();
     assert_eq!(r.retried, 0, "a stale leader swept nothing");
@@ -130,20 +135,6 @@ async fn one_supervisor_acts_at_a_time_and_a_lapsed_leader_is_refused() {
 
     // The leader resigns (shutdown): the other takes over at once, with a new term.
     b_resigns_and_a_takes_over(&f, a, b).await;
-}
-
-async fn submit_and_claim_more(f: &Fixture) {
-    let t = SubmitTask {
-        key: "late".into(),
-        workflow: "w".into(),
-        version: None,
-        input: json!({}),
-        priority: 0,
-        actor: "test".into(),
-    };
-    f.store.submit_task(t).await.unwrap();
-    let p = ClaimDueSteps { instance: InstanceId::new("sched").unwrap(), limit: 1, agents: vec!["x".into()] };
-    assert_eq!(f.store.claim_due_steps(p).await.unwrap().len(), 1);
 }
 
 async fn b_resigns_and_a_takes_over(f: &Fixture, mut a: Supervisor, b: Supervisor) {

@@ -33,10 +33,7 @@ pub enum Lapse {
 const HELD_COLUMNS: &str = "id, task_id, agent, failure_count, lease_token, locked_by, retry";
 
 fn read_held(r: &rusqlite::Row<'_>) -> rusqlite::Result<Held> {
-    let retry = crate::rows::opt_json(r, 6, "steps.retry")?
-        .map(serde_json::from_value)
-        .transpose()
-        .map_err(|e| crate::error::bad_column("steps.retry", e))?;
+    let retry = crate::rows::retry_policy(r, 6)?;
     Ok(Held {
         id: StepId(r.get(0)?),
         task_id: TaskId(r.get(1)?),

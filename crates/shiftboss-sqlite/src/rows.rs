@@ -3,6 +3,7 @@
 use crate::error::bad_column;
 use rusqlite::Row;
 use shiftboss_core::model::{EventLevel, EventRecord, StepRecord, TaskRecord};
+use shiftboss_core::retry::RetryPolicy;
 use shiftboss_core::{LeaseToken, StepId, TaskId, Timestamp};
 use std::time::Duration;
 
@@ -48,11 +49,13 @@ pub fn task(row: &Row<'_>) -> rusqlite::Result<TaskRecord> {
     })
 }
 
+/// A step's own retry policy (the `retry` column), if it has one.
+pub fn retry_policy(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<RetryPolicy>> {
+    opt_json(row, idx, "steps.retry")?.map(serde_json::from_value).transpose().map_err(|e| bad_column("steps.retry", e))
+}
+
 pub fn step(row: &Row<'_>) -> rusqlite::Result<StepRecord> {
-    let retry = opt_json(row, 18, "steps.retry")?
-        .map(serde_json::from_value)
-        .transpose()
-        .map_err(|e| bad_column("steps.retry", e))?;
+    let retry = retry_policy(row, 18)?;
     Ok(StepRecord {
         id: StepId(row.get(0)?),
         task_id: TaskId(row.get(1)?),
