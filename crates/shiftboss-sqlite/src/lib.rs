@@ -28,7 +28,7 @@ use error::map_err;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use shiftboss_core::model::TaskRecord;
 use shiftboss_core::workflow::WorkflowDef;
-use shiftboss_core::{TaskId, Timestamp};
+use shiftboss_core::{TaskId, TaskState, Timestamp};
 use shiftboss_store::*;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -206,5 +206,9 @@ impl Store for SqliteStore {
 
     async fn summarize(&self) -> Result<Summary> {
         self.read(query::summarize).await
+    }
+
+    async fn task_counts(&self) -> Result<Vec<(TaskState, u64)>> {
+        self.read(query::task_counts).await
     }
 }

@@ -48,13 +48,17 @@ pub fn list_tasks(c: &Connection, p: &ListTasks) -> Result<Vec<TaskRecord>, Stor
     )
 }
 
+pub fn task_counts(c: &Connection) -> Result<Vec<(TaskState, u64)>, StoreError> {
+    collect(c, "SELECT state, count(*) FROM tasks GROUP BY state", [], |r| {
+        Ok((crate::rows::parsed::<TaskState>(r, 0, "tasks.state")?, r.get::<_, i64>(1)? as u64))
+    })
+}
+
 pub fn summarize(c: &Connection) -> Result<Summary, StoreError> {
     let count = |sql: &str, p: &[&dyn rusqlite::ToSql]| -> Result<u64, StoreError> {
         c.query_row(sql, p, |r| r.get::<_, i64>(0)).map(|n| n as u64).map_err(map_err)
     };
-    let tasks = collect(c, "SELECT state, count(*) FROM tasks GROUP BY state", [], |r| {
-        Ok((crate::rows::parsed::<TaskState>(r, 0, "tasks.state")?, r.get::<_, i64>(1)? as u64))
-    })?;
+    let tasks = task_counts(c)?;
     let steps = collect(c, "SELECT state, count(*) FROM steps GROUP BY state", [], |r| {
         Ok((crate::rows::parsed::<StepState>(r, 0, "steps.state")?, r.get::<_, i64>(1)? as u64))
     })?;

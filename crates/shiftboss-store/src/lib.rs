@@ -17,7 +17,7 @@ pub use params::*;
 use async_trait::async_trait;
 use shiftboss_core::model::TaskRecord;
 use shiftboss_core::workflow::WorkflowDef;
-use shiftboss_core::{TaskId, Timestamp};
+use shiftboss_core::{TaskId, TaskState, Timestamp};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -77,4 +77,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Counts for dashboards and the demo's summary.
     async fn summarize(&self) -> Result<Summary>;
+
+    /// Tasks per state only: cheap enough to poll for progress while work runs.
+    async fn task_counts(&self) -> Result<Vec<(TaskState, u64)>>;
 }

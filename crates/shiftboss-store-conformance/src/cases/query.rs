@@ -119,6 +119,11 @@ pub async fn summarize_counts<F: Fixture>(f: F) {
     let s = h.store.summarize().await.expect("summarize");
     let tasks: Vec<_> = TaskState::ALL.iter().map(|&t| s.tasks_in(t)).collect();
     assert_eq!(tasks, [2, 2, 1, 0], "running, completed, failed, cancelled");
+    let mut counts = h.store.task_counts().await.expect("task_counts");
+    counts.sort_by_key(|(t, _)| t.as_str());
+    let mut want = s.tasks.clone();
+    want.sort_by_key(|(t, _)| t.as_str());
+    assert_eq!(counts, want, "task_counts agrees with summarize");
     let steps: Vec<_> = StepState::ALL.iter().map(|&t| s.steps_in(t)).collect();
     assert_eq!(steps, [2, 0, 2, 1, 0], "pending, processing, processed, error, cancelled");
     assert_eq!((s.expiries, s.releases, s.rejected_replies), (1, 1, 1));

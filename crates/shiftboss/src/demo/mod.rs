@@ -162,22 +162,39 @@ async fn submit_and_wait(
     orders: u32,
     bar: &indicatif::ProgressBar,
 ) -> anyhow::Result<()> {
+    bar.enable_steady_tick(Duration::from_millis(120));
     bar.set_message("(submitting)");
-    for n in 1..=orders {
-        let (key, input) = workflow::order_input(n);
-        let task =
-            SubmitTask { key, workflow: "order".into(), version: Some(1), input, priority: 0, actor: "demo".into() };
-        engine.submit(task).await?;
-    }
-    bar.set_message("");
-    loop {
-        let s = store.summarize().await?;
-        let running = s.tasks_in(TaskState::Running);
-        let total: u64 = s.tasks.iter().map(|(_, n)| n).sum();
-        bar.set_position(total.saturating_sub(running));
-        if running == 0 {
-            return Ok(());
+    let submitting = async {
+        for n in 1..=orders {
+            let (key, input) = workflow::order_input(n);
+            let task = SubmitTask {
+                key,
+                workflow: "order".into(),
+                version: Some(1),
+                input,
+                priority: 0,
+                actor: "demo".into(),
+            };
+            engine.submit(task).await?;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        bar.set_message("");
+        anyhow::Ok(())
+    };
+    // Progress is shown while orders are still being submitted: the engine already runs them.
+    let watching = async {
+        let mut submitted = false;
+        loop {
+            let counts = store.task_counts().await?;
+            let count = |s: TaskState| counts.iter().find(|(t, _)| *t == s).map_or(0, |(_, n)| *n);
+            let total: u64 = counts.iter().map(|(_, n)| n).sum();
+            bar.set_position(total - count(TaskState::Running));
+            if submitted && count(TaskState::Running) == 0 {
+                return anyhow::Ok(());
+            }
+            submitted = total >= u64::from(orders);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::try_join!(submitting, watching)?;
+    Ok(())
 }
