@@ -17,15 +17,31 @@ impl Default for Roles {
     }
 }
 
+/// How the scheduler's polls are spaced (M7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PollMode {
+    /// The next poll starts `poll_interval` after the previous one ended.
+    #[default]
+    FixedDelay,
+    /// Polls start every `poll_interval`, however long each took (a late one is skipped, not bunched).
+    FixedRate,
+}
+
 #[derive(Debug, Clone)]
 pub struct SchedulerConfig {
     /// Steps this instance runs at once.
     pub concurrency: u32,
-    /// Most steps claimed in one transaction.
+    /// Most steps claimed in one poll (M4); a poll also never claims more than the free slots.
     pub claim_batch: u32,
     /// How often to look for due work when nothing wakes the scheduler (delayed retries, other
     /// processes' submissions).
     pub poll_interval: Duration,
+    /// How long after start the first poll waits (M7), after the restart release.
+    pub first_delay: Duration,
+    pub poll_mode: PollMode,
+    /// The agent types this instance serves; `None` serves every agent it has (M4).
+    pub agents: Option<Vec<String>>,
     /// Most replies written in one transaction.
     pub reply_batch: usize,
     /// Backoff between tries of a remote call within one claim.
@@ -39,8 +55,11 @@ impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
             concurrency: 64,
-            claim_batch: 64,
+            claim_batch: 1000,
             poll_interval: Duration::from_millis(500),
+            first_delay: Duration::ZERO,
+            poll_mode: PollMode::FixedDelay,
+            agents: None,
             reply_batch: 256,
             backoff: Backoff::default(),
             breaker: BreakerConfig::default(),

@@ -71,6 +71,14 @@ impl EngineBuilder {
 
     pub fn build(self) -> Result<Engine, EngineError> {
         self.config.validate().map_err(EngineError::Config)?;
+        for a in self.config.scheduler.agents.iter().flatten() {
+            if self.agents.get(a).is_none() {
+                return Err(EngineError::Config(format!(
+                    "the scheduler is set to serve agent {a:?}, which this engine does not have (it has: {})",
+                    self.agents.names().join(", ")
+                )));
+            }
+        }
         let policies = std::iter::once(("default", &self.policies.default))
             .chain(self.policies.per_agent.iter().map(|(k, v)| (k.as_str(), v)));
         for (who, p) in policies {

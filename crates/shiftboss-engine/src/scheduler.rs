@@ -5,7 +5,7 @@
 //! again at once instead of waiting for the supervisor.
 
 use crate::agent::{AgentCall, AgentRegistry};
-use crate::config::SchedulerConfig;
+use crate::config::{PollMode, SchedulerConfig};
 use crate::metrics::Metrics;
 use crate::runtime::{Breakers, run_step};
 use shiftboss_core::InstanceId;
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
-use tokio::time::{Instant, sleep};
+use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep};
 
 pub struct Scheduler {
     pub store: Arc<dyn Store>,
@@ -40,11 +40,17 @@ impl Scheduler {
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
         let this = Arc::new(self);
         this.release_own_claims(&mut shutdown).await;
+        tokio::select! {
+            _ = sleep(this.config.first_delay) => {}
+            _ = shutdown.changed() => {}
+        }
+        let mut rate = interval_at(Instant::now() + this.config.poll_interval, this.config.poll_interval);
+        rate.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let (reply_tx, reply_rx) = mpsc::channel::<Reply>(this.config.concurrency as usize * 2);
         let writer = tokio::spawn(this.clone().write_replies(reply_rx));
         let slots = Arc::new(Semaphore::new(this.config.concurrency as usize));
         let mut running = JoinSet::new();
-        let agents = this.agents.names();
+        let agents = this.config.agents.clone().unwrap_or_else(|| this.agents.names());
         while !*shutdown.borrow() {
             let free = slots.available_permits().min(this.config.claim_batch as usize);
             let mut more_due = false;
@@ -76,9 +82,11 @@ impl Scheduler {
                 continue;
             }
             let saturated = slots.available_permits() == 0;
+            let fixed_rate = this.config.poll_mode == PollMode::FixedRate;
             tokio::select! {
                 _ = this.wake.notified() => {}
-                _ = sleep(this.config.poll_interval) => {}
+                _ = sleep(this.config.poll_interval), if !fixed_rate => {}
+                _ = rate.tick(), if fixed_rate => {}
                 _ = shutdown.changed() => {}
                 Some(_) = running.join_next(), if saturated => {}
             }

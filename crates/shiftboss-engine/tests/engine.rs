@@ -241,3 +241,41 @@ async fn an_unknown_agent_or_a_bad_agent_config_is_refused_at_registration() {
     assert!(err.contains("ship") && err.contains("method"), "{err}");
     assert!(engine.store().get_workflow("order", None).await.unwrap().is_none(), "nothing registered");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_claims_only_the_agent_types_it_serves() {
+    let svc = Service::start(vec![]).await;
+    let fx = Fixture::new();
+    let mut config = fast_config(Roles { scheduler: true, supervisor: false });
+    config.scheduler.agents = Some(vec!["svc".into()]);
+    let engine = Engine::builder(fx.store(), InstanceId::new("s1").unwrap())
+        .agent("svc", HttpAgent::for_service(&svc.base).unwrap())
+        .agent("other", HttpAgent::for_service(&svc.base).unwrap())
+        .config(config)
+        .build()
+        .unwrap();
+    engine.register_workflow(&workflow(5_000)).await.unwrap();
+    let mut other = workflow(5_000);
+    other.name = "other".into();
+    other.steps.iter_mut().for_each(|s| s.agent = "other".into());
+    engine.register_workflow(&other).await.unwrap();
+    let running = engine.start();
+    // Submitted first, so it is due first: a scheduler that served it would claim it first.
+    let mut o = order("other-1");
+    o.workflow = "other".into();
+    let skipped = engine.submit(o).await.unwrap().task_id;
+    let served = engine.submit(order("o-1")).await.unwrap().task_id;
+    assert_eq!(wait_terminal(engine.store(), served).await.task.state, TaskState::Completed);
+    running.shutdown().await;
+    let d = engine.store().get_task(skipped).await.unwrap().unwrap();
+    assert_eq!((d.steps[0].state, d.steps[0].attempts), (StepState::Pending, 0));
+
+    // Serving an agent the engine does not have is a configuration error.
+    let mut config = fast_config(Roles::default());
+    config.scheduler.agents = Some(vec!["nobody".into()]);
+    let built = Engine::builder(fx.store(), InstanceId::new("s2").unwrap())
+        .agent("svc", HttpAgent::for_service(&svc.base).unwrap())
+        .config(config)
+        .build();
+    assert!(matches!(built, Err(shiftboss_engine::EngineError::Config(m)) if m.contains("nobody")));
+}
