@@ -15,7 +15,7 @@ use shiftboss_store::{
 };
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{Notify, Semaphore, mpsc, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep};
 
@@ -33,6 +33,13 @@ pub struct Scheduler {
     pub breakers: Arc<Breakers>,
 }
 
+/// A reply waiting to be recorded, holding its step's concurrency slot.
+struct Pending {
+    reply: Reply,
+    /// Held only to be dropped when the reply is recorded.
+    _slot: OwnedSemaphorePermit,
+}
+
 /// How long to wait after a store error before trying again.
 const STORE_RETRY: Duration = Duration::from_millis(200);
 
@@ -46,7 +53,7 @@ impl Scheduler {
         }
         let mut rate = interval_at(Instant::now() + this.config.poll_interval, this.config.poll_interval);
         rate.set_missed_tick_behavior(MissedTickBehavior::Skip);
-        let (reply_tx, reply_rx) = mpsc::channel::<Reply>(this.config.concurrency as usize * 2);
+        let (reply_tx, reply_rx) = mpsc::channel::<Pending>(this.config.concurrency as usize);
         let writer = tokio::spawn(this.clone().write_replies(reply_rx));
         let slots = Arc::new(Semaphore::new(this.config.concurrency as usize));
         let mut running = JoinSet::new();
@@ -65,10 +72,7 @@ impl Scheduler {
                             let permit =
                                 slots.clone().try_acquire_owned().expect("claimed no more than the free slots");
                             let (me, tx) = (this.clone(), reply_tx.clone());
-                            running.spawn(async move {
-                                me.run_claimed(step, before, tx).await;
-                                drop(permit);
-                            });
+                            running.spawn(async move { me.run_claimed(step, before, permit, tx).await });
                         }
                     }
                     Err(e) => {
@@ -126,11 +130,23 @@ impl Scheduler {
         }
     }
 
-    async fn run_claimed(&self, step: ClaimedStep, claim_started: Instant, replies: mpsc::Sender<Reply>) {
+    /// Runs one step. Its slot (`permit`) travels with the reply and is freed only once the reply
+    /// is recorded, so claimed-but-unrecorded steps never exceed the concurrency: that bounds both
+    /// the work a crash can repeat and the reply writer's backlog.
+    async fn run_claimed(
+        &self,
+        step: ClaimedStep,
+        claim_started: Instant,
+        permit: OwnedSemaphorePermit,
+        replies: mpsc::Sender<Pending>,
+    ) {
         // The window is measured from before the claim was sent, so this side's deadline is never
         // later than the store's complete-by.
         let deadline = claim_started + step.complete_by.since(step.claimed_at);
-        let reply = |result| Reply { step_id: step.id, lease_token: step.lease_token, result };
+        let reply = |result| Pending {
+            reply: Reply { step_id: step.id, lease_token: step.lease_token, result },
+            _slot: permit,
+        };
         let Some(agent) = self.agents.get(&step.agent) else {
             let _ = replies.send(reply(ReplyResult::PermanentError(format!("unknown agent {:?}", step.agent)))).await;
             return;
@@ -158,15 +174,16 @@ impl Scheduler {
     /// Drains the reply channel into batches, one transaction each. A batch that cannot be
     /// written for a passing reason is tried again, not dropped: a step done but never recorded
     /// would run again for nothing.
-    async fn write_replies(self: Arc<Self>, mut rx: mpsc::Receiver<Reply>) {
+    async fn write_replies(self: Arc<Self>, mut rx: mpsc::Receiver<Pending>) {
         while let Some(first) = rx.recv().await {
-            let mut batch = vec![first];
-            while batch.len() < self.config.reply_batch {
+            let mut pending = vec![first];
+            while pending.len() < self.config.reply_batch {
                 match rx.try_recv() {
-                    Ok(r) => batch.push(r),
+                    Ok(r) => pending.push(r),
                     Err(_) => break,
                 }
             }
+            let batch: Vec<Reply> = pending.iter().map(|p| p.reply.clone()).collect();
             let mut tries = 0u32;
             loop {
                 let p = RecordReplies { instance: self.instance.clone(), replies: batch.clone() };
@@ -187,28 +204,24 @@ impl Scheduler {
                     }
                 }
             }
+            // The slots free up now that the replies are recorded (or given up): look for more work.
+            drop(pending);
+            self.wake.notify_one();
         }
     }
 
     fn count(&self, batch: &[Reply], outcomes: &[ReplyOutcome]) {
-        let mut scheduled = 0;
         for (reply, outcome) in batch.iter().zip(outcomes) {
             match outcome {
-                ReplyOutcome::Applied { scheduled: n, .. } => {
-                    scheduled += n;
-                    match reply.result {
-                        ReplyResult::Completed(_) => Metrics::add(&self.metrics.completed, 1),
-                        ReplyResult::PermanentError(_) => Metrics::add(&self.metrics.permanent_errors, 1),
-                    }
-                }
+                ReplyOutcome::Applied { .. } => match reply.result {
+                    ReplyResult::Completed(_) => Metrics::add(&self.metrics.completed, 1),
+                    ReplyResult::PermanentError(_) => Metrics::add(&self.metrics.permanent_errors, 1),
+                },
                 ReplyOutcome::Rejected { reason } => {
                     tracing::info!(step = %reply.step_id, %reason, "late reply rejected");
                     Metrics::add(&self.metrics.rejected_replies, 1);
                 }
             }
-        }
-        if scheduled > 0 {
-            self.wake.notify_one();
         }
     }
 }

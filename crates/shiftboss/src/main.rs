@@ -1,22 +1,25 @@
 //! `shiftboss`: the command line of the shiftboss workflow engine.
 
 mod commands;
+mod config;
 mod demo;
+mod target;
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
-use shiftboss_sqlite::{OpenOptions, SqliteStore};
-use shiftboss_store::Store;
-use std::path::{Path, PathBuf};
+use config::FileConfig;
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
+use target::DbTarget;
 
 #[derive(Debug, Parser)]
 #[command(name = "shiftboss", version, about = "A durable workflow engine: every task seen through to the end.")]
 struct Cli {
-    /// The state store: a SQLite file.
-    #[arg(long, global = true, env = "SHIFTBOSS_DB", default_value = "./shiftboss.db")]
-    db: PathBuf,
+    /// The state store: a SQLite file (PATH or sqlite:PATH), or postgres://... [default: ./shiftboss.db]
+    #[arg(long, global = true, env = "SHIFTBOSS_DB")]
+    db: Option<String>,
+    /// A TOML config file; flags and environment variables override what it says.
+    #[arg(long, global = true, env = "SHIFTBOSS_CONFIG")]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -26,6 +29,10 @@ enum Command {
     /// Run the order-processing demo: fake stock, payment and shipping services that fail on
     /// purpose, N orders through them, and a summary.
     Demo(demo::DemoArgs),
+    /// Run the scheduler and supervisor roles (all or some) until stopped with Ctrl-C or SIGTERM.
+    Serve(commands::serve::ServeArgs),
+    /// Create the state store, or bring its schema to this build's version.
+    Migrate,
     /// Look at and act on tasks.
     #[command(subcommand)]
     Tasks(commands::tasks::TasksCommand),
@@ -34,12 +41,20 @@ enum Command {
     Steps(commands::steps::StepsCommand),
 }
 
-/// Opens the state store; commands that only look or act on existing tasks do not create one.
-pub fn open_store(path: &Path, create: bool) -> anyhow::Result<Arc<dyn Store>> {
-    let opts = OpenOptions { create, ..OpenOptions::default() };
-    let store =
-        SqliteStore::open(path, &opts).with_context(|| format!("opening the state store {}", path.display()))?;
-    Ok(Arc::new(store))
+async fn run(cli: Cli) -> anyhow::Result<bool> {
+    let file = match &cli.config {
+        Some(path) => FileConfig::load(path)?,
+        None => FileConfig::default(),
+    };
+    let db = cli.db.clone().or_else(|| file.db.clone()).unwrap_or_else(|| target::DEFAULT_DB.to_owned());
+    let db = DbTarget::parse(&db)?;
+    match cli.command {
+        Command::Demo(args) => demo::run(&db, args).await,
+        Command::Serve(args) => args.run(&db, &file).await.map(|()| true),
+        Command::Migrate => commands::migrate::run(&db).await.map(|()| true),
+        Command::Tasks(c) => c.run(&db).await.map(|()| true),
+        Command::Steps(c) => c.run(&db).await.map(|()| true),
+    }
 }
 
 fn main() -> ExitCode {
@@ -55,14 +70,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(async {
-        match cli.command {
-            Command::Demo(args) => demo::run(&cli.db, args).await,
-            Command::Tasks(c) => c.run(&cli.db).await.map(|()| true),
-            Command::Steps(c) => c.run(&cli.db).await.map(|()| true),
-        }
-    });
-    match result {
+    match runtime.block_on(run(cli)) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {

@@ -1,5 +1,7 @@
 //! Operator commands.
 
+pub mod migrate;
+pub mod serve;
 pub mod steps;
 pub mod tasks;
 

@@ -1,10 +1,9 @@
 //! `shiftboss steps ...`
 
-use crate::open_store;
+use crate::target::DbTarget;
 use clap::Subcommand;
 use shiftboss_core::StepId;
 use shiftboss_store::ResubmitStep;
-use std::path::Path;
 
 #[derive(Debug, Subcommand)]
 pub enum StepsCommand {
@@ -22,8 +21,8 @@ pub enum StepsCommand {
 }
 
 impl StepsCommand {
-    pub async fn run(self, db: &Path) -> anyhow::Result<()> {
-        let store = open_store(db, false)?;
+    pub async fn run(self, db: &DbTarget) -> anyhow::Result<()> {
+        let store = db.open(false).await?;
         match self {
             StepsCommand::Resubmit { id, reason, actor } => {
                 let actor = actor.unwrap_or_else(super::default_actor);

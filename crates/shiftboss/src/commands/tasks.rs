@@ -1,11 +1,10 @@
 //! `shiftboss tasks ...`
 
-use crate::open_store;
+use crate::target::DbTarget;
 use anyhow::bail;
 use clap::Subcommand;
 use shiftboss_core::{TaskId, TaskState};
 use shiftboss_store::{CancelTask, ListTasks, TaskDetail};
-use std::path::Path;
 
 #[derive(Debug, Subcommand)]
 pub enum TasksCommand {
@@ -37,8 +36,8 @@ pub enum TasksCommand {
 }
 
 impl TasksCommand {
-    pub async fn run(self, db: &Path) -> anyhow::Result<()> {
-        let store = open_store(db, false)?;
+    pub async fn run(self, db: &DbTarget) -> anyhow::Result<()> {
+        let store = db.open(false).await?;
         match self {
             TasksCommand::List { state, limit } => {
                 let tasks = store.list_tasks(ListTasks { state, limit, ..ListTasks::default() }).await?;

@@ -9,14 +9,14 @@ mod services;
 mod summary;
 mod workflow;
 
-use crate::open_store;
+use crate::target::DbTarget;
 use anyhow::{Context, bail};
 use clap::Args;
 use services::{FaultRates, Ledger};
 use shiftboss_core::{InstanceId, TaskState};
 use shiftboss_engine::{Engine, EngineConfig, HttpAgent};
 use shiftboss_store::{Store, SubmitTask};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -77,17 +77,26 @@ impl DemoArgs {
     }
 }
 
-/// The services' ledger lives beside the state store, as a remote service's own database would.
-pub fn ledger_path(db: &Path) -> PathBuf {
-    db.with_extension("services.db")
+/// The services' ledger lives beside a SQLite state store, as a remote service's own database
+/// would; with PostgreSQL, in the working directory.
+pub fn ledger_path(db: &DbTarget) -> PathBuf {
+    match db {
+        DbTarget::Sqlite(path) => path.with_extension("services.db"),
+        DbTarget::Postgres(_) => PathBuf::from("shiftboss.services.db"),
+    }
 }
 
-pub async fn run(db: &Path, args: DemoArgs) -> anyhow::Result<bool> {
+pub async fn run(db: &DbTarget, args: DemoArgs) -> anyhow::Result<bool> {
     let faults = args.faults()?;
     let instance = InstanceId::new(args.instance_id.clone())?;
     let ledger_file = ledger_path(db);
     if args.fresh {
-        for p in [db.to_path_buf(), ledger_file.clone()] {
+        let mut files = vec![ledger_file.clone()];
+        match db {
+            DbTarget::Sqlite(path) => files.push(path.clone()),
+            DbTarget::Postgres(_) => bail!("--fresh works on SQLite files only; drop the PostgreSQL schema yourself"),
+        }
+        for p in files {
             for suffix in ["", "-wal", "-shm"] {
                 let f = PathBuf::from(format!("{}{suffix}", p.display()));
                 if f.exists() {
@@ -96,7 +105,7 @@ pub async fn run(db: &Path, args: DemoArgs) -> anyhow::Result<bool> {
             }
         }
     }
-    let store = open_store(db, true)?;
+    let store = db.open(true).await?;
     let ledger = Arc::new(Ledger::open(&ledger_file)?);
 
     let stock = services::start("stock", "out of stock", 0, faults, ledger.clone()).await?;
@@ -118,11 +127,7 @@ pub async fn run(db: &Path, args: DemoArgs) -> anyhow::Result<bool> {
     engine.register_workflow(&workflow::order_workflow()).await?;
     eprintln!(
         "shiftboss demo: {} orders on {} (services: stock {}, payment {}, shipping {})",
-        args.orders,
-        db.display(),
-        stock.base_url,
-        payment.base_url,
-        shipping.base_url
+        args.orders, db, stock.base_url, payment.base_url, shipping.base_url
     );
 
     let started = Instant::now();

@@ -1,0 +1,168 @@
+//! `shiftboss serve`: run the scheduler and supervisor roles, all or some, until stopped.
+//! Any number of serve processes may share one state store.
+
+use crate::config::{FileConfig, Role};
+use crate::target::DbTarget;
+use anyhow::{Context, bail};
+use clap::Args;
+use shiftboss_core::InstanceId;
+use shiftboss_engine::{Engine, EngineConfig, HttpAgent, PollMode, Roles};
+use std::time::Duration;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// This process's instance id: unique per process, stable across its restarts, so that a
+    /// restarted scheduler takes back the steps it held. Default: the host name.
+    #[arg(long, env = "SHIFTBOSS_INSTANCE_ID")]
+    instance_id: Option<String>,
+    /// The roles to run (comma-separated).
+    #[arg(long, env = "SHIFTBOSS_ROLES", value_delimiter = ',')]
+    roles: Option<Vec<Role>>,
+    /// Steps run at once.
+    #[arg(long)]
+    concurrency: Option<u32>,
+    /// Most steps claimed in one poll.
+    #[arg(long)]
+    max_per_poll: Option<u32>,
+    /// How often to poll for due work when nothing wakes the scheduler.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    poll_interval: Option<Duration>,
+    /// How long after start the first poll waits.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    first_delay: Option<Duration>,
+    /// fixed-delay: the next poll starts an interval after the last one ended; fixed-rate: polls
+    /// start every interval.
+    #[arg(long, value_parser = parse_poll_mode)]
+    poll_mode: Option<PollMode>,
+    /// The agent types this scheduler serves (comma-separated); default: every agent it has.
+    #[arg(long, value_delimiter = ',')]
+    serve_agents: Option<Vec<String>>,
+    /// An HTTP agent NAME wrapping the service at URL (repeatable), besides the config file's.
+    #[arg(long = "agent", value_name = "NAME=URL", value_parser = parse_agent)]
+    agents: Vec<(String, String)>,
+    /// How often the supervisor sweeps for lapsed leases.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    supervisor_interval: Option<Duration>,
+    /// The supervisor's leader lease time to live.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    leader_ttl: Option<Duration>,
+}
+
+fn parse_poll_mode(s: &str) -> Result<PollMode, String> {
+    match s {
+        "fixed-delay" => Ok(PollMode::FixedDelay),
+        "fixed-rate" => Ok(PollMode::FixedRate),
+        _ => Err(format!("{s:?}: use fixed-delay or fixed-rate")),
+    }
+}
+
+fn parse_agent(s: &str) -> Result<(String, String), String> {
+    let (name, url) = s.split_once('=').ok_or_else(|| format!("{s:?}: use NAME=URL"))?;
+    shiftboss_core::workflow::check_name("agent", name).map_err(|e| e.to_string())?;
+    Ok((name.to_owned(), url.to_owned()))
+}
+
+/// The default instance id: the host name, which is stable across restarts.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "shiftboss".into())
+}
+
+impl ServeArgs {
+    /// Flags (and their environment variables) over the file over the defaults.
+    fn engine_config(&self, file: &FileConfig) -> EngineConfig {
+        let mut c = EngineConfig::default();
+        let roles = self.roles.clone().or_else(|| file.roles.clone());
+        if let Some(roles) = roles {
+            c.roles =
+                Roles { scheduler: roles.contains(&Role::Scheduler), supervisor: roles.contains(&Role::Supervisor) };
+        }
+        let (s, fs) = (&mut c.scheduler, &file.scheduler);
+        if let Some(v) = self.concurrency.or(fs.concurrency) {
+            s.concurrency = v;
+        }
+        if let Some(v) = self.max_per_poll.or(fs.max_per_poll) {
+            s.claim_batch = v;
+        }
+        if let Some(v) = self.poll_interval.or(fs.poll_interval) {
+            s.poll_interval = v;
+        }
+        if let Some(v) = self.first_delay.or(fs.first_delay) {
+            s.first_delay = v;
+        }
+        if let Some(v) = self.poll_mode.or(fs.poll_mode) {
+            s.poll_mode = v;
+        }
+        s.agents = self.serve_agents.clone().or_else(|| fs.agents.clone());
+        let (v, fv) = (&mut c.supervisor, &file.supervisor);
+        if let Some(x) = self.supervisor_interval.or(fv.interval) {
+            v.interval = x;
+        }
+        if let Some(x) = fv.batch {
+            v.batch = x;
+        }
+        if let Some(x) = self.leader_ttl.or(fv.leader_ttl) {
+            v.leader_ttl = x;
+        }
+        c
+    }
+
+    pub async fn run(self, db: &DbTarget, file: &FileConfig) -> anyhow::Result<()> {
+        let config = self.engine_config(file);
+        if !config.roles.scheduler && !config.roles.supervisor {
+            bail!("--roles names no role: use scheduler, supervisor or both");
+        }
+        let id = self.instance_id.clone().or_else(|| file.instance_id.clone()).unwrap_or_else(host_name);
+        let instance = InstanceId::new(id)?;
+        let store = db.open(true).await?;
+        let mut builder = Engine::builder(store, instance.clone()).agent("http", HttpAgent::new());
+        if let Some(p) = &file.retry {
+            builder = builder.default_retry(p.clone());
+        }
+        for (name, a) in &file.agents {
+            let agent = HttpAgent::for_service(&a.base_url)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("agent {name} in the config file"))?;
+            builder = builder.agent(name.clone(), agent);
+            if let Some(p) = &a.retry {
+                builder = builder.agent_retry(name.clone(), p.clone());
+            }
+        }
+        for (name, url) in &self.agents {
+            let agent =
+                HttpAgent::for_service(url).map_err(anyhow::Error::msg).with_context(|| format!("--agent {name}"))?;
+            builder = builder.agent(name.clone(), agent);
+        }
+        let roles = config.roles;
+        let engine = builder.config(config).build()?;
+        eprintln!(
+            "shiftboss serve: instance {instance} on {db}, roles:{}{}",
+            if roles.scheduler { " scheduler" } else { "" },
+            if roles.supervisor { " supervisor" } else { "" }
+        );
+        let running = engine.start();
+        shutdown_signal().await;
+        eprintln!("shiftboss serve: stopping (running steps get their grace period)");
+        running.shutdown().await;
+        Ok(())
+    }
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}

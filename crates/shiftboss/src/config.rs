@@ -1,0 +1,129 @@
+//! The TOML config file (`--config FILE` or `SHIFTBOSS_CONFIG`). Flags override the environment,
+//! which overrides the file, which overrides the built-in defaults.
+//!
+//! ```toml
+//! db = "postgres://postgres@127.0.0.1:5432/test"   # or "sqlite:./shiftboss.db"
+//! instance_id = "node-1"                            # unique per process, stable across its restarts
+//! roles = ["scheduler", "supervisor"]
+//! retry = { kind = "intervals", intervals = ["1m", "5m", "10m", "30m", "1h"] }  # the default policy
+//!
+//! [scheduler]
+//! concurrency = 64
+//! max_per_poll = 1000
+//! poll_interval = "500ms"
+//! first_delay = "0s"
+//! poll_mode = "fixed-delay"        # or "fixed-rate"
+//! agents = ["stock", "payment"]    # the agent types served; default: all
+//!
+//! [supervisor]
+//! interval = "1s"
+//! batch = 1000
+//! leader_ttl = "15s"
+//!
+//! [agents.stock]                   # an HTTP agent wrapping one service
+//! base_url = "http://127.0.0.1:8081"
+//! retry = { kind = "exponential", base = "1s", cap = "1m", jitter = 0.2, max_failures = 8 }
+//! ```
+
+use anyhow::Context;
+use serde::Deserialize;
+use shiftboss_core::retry::RetryPolicy;
+use shiftboss_core::time::serde_duration;
+use shiftboss_engine::PollMode;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub db: Option<String>,
+    pub instance_id: Option<String>,
+    pub roles: Option<Vec<Role>>,
+    pub retry: Option<RetryPolicy>,
+    #[serde(default)]
+    pub scheduler: SchedulerSection,
+    #[serde(default)]
+    pub supervisor: SupervisorSection,
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentSection>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Scheduler,
+    Supervisor,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerSection {
+    pub concurrency: Option<u32>,
+    pub max_per_poll: Option<u32>,
+    #[serde(default, with = "serde_duration::option")]
+    pub poll_interval: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub first_delay: Option<Duration>,
+    pub poll_mode: Option<PollMode>,
+    pub agents: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SupervisorSection {
+    #[serde(default, with = "serde_duration::option")]
+    pub interval: Option<Duration>,
+    pub batch: Option<u32>,
+    #[serde(default, with = "serde_duration::option")]
+    pub leader_ttl: Option<Duration>,
+}
+
+/// An agent of the deployment: an HTTP agent wrapping the service at `base_url`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSection {
+    pub base_url: String,
+    pub retry: Option<RetryPolicy>,
+}
+
+impl FileConfig {
+    pub fn load(path: &Path) -> anyhow::Result<FileConfig> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading the config file {}", path.display()))?;
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("config file {}: {e}", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_example_reads() {
+        let doc = include_str!("config.rs");
+        let example: String = doc
+            .lines()
+            .skip_while(|l| !l.starts_with("//! ```toml"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("//! ```"))
+            .map(|l| format!("{}\n", l.trim_start_matches("//!").trim_start_matches(' ')))
+            .collect();
+        let c: FileConfig = toml::from_str(&example).unwrap();
+        assert_eq!(c.roles, Some(vec![Role::Scheduler, Role::Supervisor]));
+        assert_eq!(c.scheduler.poll_mode, Some(PollMode::FixedDelay));
+        assert_eq!(c.scheduler.poll_interval, Some(Duration::from_millis(500)));
+        assert_eq!(c.agents["stock"].base_url, "http://127.0.0.1:8081");
+        assert!(matches!(c.agents["stock"].retry, Some(RetryPolicy::Exponential { .. })));
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let e = toml::from_str::<FileConfig>("[scheduler]\nconcurency = 3\n").unwrap_err().to_string();
+        assert!(e.contains("concurency"), "{e}");
+        let e = toml::from_str::<FileConfig>("roles = [\"cook\"]\n").unwrap_err().to_string();
+        assert!(e.contains("cook"), "{e}");
+        let e = toml::from_str::<FileConfig>("[supervisor]\ninterval = \"often\"\n").unwrap_err().to_string();
+        assert!(e.contains("often"), "{e}");
+    }
+}

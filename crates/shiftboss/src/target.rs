@@ -1,0 +1,95 @@
+//! Which state store a command talks to: `--db` as a plain path or `sqlite:PATH` (the embedded
+//! default), or a `postgres://` URL (the distributed mode).
+
+use anyhow::{Context, bail};
+use shiftboss_sqlite::{OpenOptions, SqliteStore};
+use shiftboss_store::Store;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub const DEFAULT_DB: &str = "./shiftboss.db";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbTarget {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+impl DbTarget {
+    pub fn parse(s: &str) -> anyhow::Result<DbTarget> {
+        let s = s.trim();
+        if s.is_empty() {
+            bail!("--db is empty: give a file path, sqlite:PATH or postgres://...");
+        }
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            return Ok(DbTarget::Postgres(s.to_owned()));
+        }
+        if let Some(path) = s.strip_prefix("sqlite://").or_else(|| s.strip_prefix("sqlite:")) {
+            if path.is_empty() {
+                bail!("--db {s:?} names no file");
+            }
+            return Ok(DbTarget::Sqlite(PathBuf::from(path)));
+        }
+        if let Some((scheme, _)) = s.split_once("://") {
+            bail!("--db {s:?}: unknown scheme {scheme:?} (use a file path, sqlite:PATH or postgres://...)");
+        }
+        Ok(DbTarget::Sqlite(PathBuf::from(s)))
+    }
+
+    /// Opens the store. Commands that only look at or act on existing tasks pass `create: false`,
+    /// so that a mistyped path is an error rather than a new empty database.
+    pub async fn open(&self, create: bool) -> anyhow::Result<Arc<dyn Store>> {
+        match self {
+            DbTarget::Sqlite(path) => {
+                let opts = OpenOptions { create, ..OpenOptions::default() };
+                let store = SqliteStore::open(path, &opts)
+                    .with_context(|| format!("opening the state store {}", path.display()))?;
+                Ok(Arc::new(store))
+            }
+            DbTarget::Postgres(_) => {
+                bail!("the PostgreSQL state store is not part of this build yet (issue 3); use a SQLite file")
+            }
+        }
+    }
+}
+
+impl fmt::Display for DbTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DbTarget::Sqlite(p) => write!(f, "{}", p.display()),
+            // Never print a password.
+            DbTarget::Postgres(url) => match url.split_once('@') {
+                Some((creds, host)) if creds.contains(':') && creds.matches(':').count() > 1 => {
+                    let user = creds.rsplit_once(':').map_or(creds, |(u, _)| u);
+                    write!(f, "{user}:***@{host}")
+                }
+                _ => f.write_str(url),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn db_targets_parse() {
+        assert_eq!(DbTarget::parse("x.db").unwrap(), DbTarget::Sqlite("x.db".into()));
+        assert_eq!(DbTarget::parse("sqlite:/tmp/x.db").unwrap(), DbTarget::Sqlite("/tmp/x.db".into()));
+        assert_eq!(DbTarget::parse("sqlite:///tmp/x.db").unwrap(), DbTarget::Sqlite("/tmp/x.db".into()));
+        let pg = "postgres://postgres@127.0.0.1:5432/test";
+        assert_eq!(DbTarget::parse(pg).unwrap(), DbTarget::Postgres(pg.into()));
+        assert!(DbTarget::parse("mysql://h/db").is_err());
+        assert!(DbTarget::parse("sqlite:").is_err());
+        assert!(DbTarget::parse("  ").is_err());
+    }
+
+    #[test]
+    fn passwords_are_not_shown() {
+        let t = DbTarget::parse("postgres://app:s3cret@db:5432/x").unwrap();
+        assert_eq!(t.to_string(), "postgres://app:***@db:5432/x");
+        assert!(!t.to_string().contains("s3cret"));
+    }
+}
