@@ -7,6 +7,7 @@
 //! - [`retry`]: retry policies as data (interval lists, exponential with a cap) used by the supervisor.
 //! - [`backoff`]: the short in-call backoff an agent runtime uses before complete-by.
 //! - [`breaker`]: a circuit breaker driven by an explicit clock.
+//! - [`buckets`]: load-balance buckets and how live schedulers share them (M3).
 //! - [`workflow`]: workflow definitions and their validation.
 //! - [`decider`]: from a definition and a task's steps, what to do next.
 //! - [`model`]: the records a state store hands out (tasks, steps, events).
@@ -16,6 +17,7 @@
 
 pub mod backoff;
 pub mod breaker;
+pub mod buckets;
 pub mod decider;
 pub mod ids;
 pub mod model;
