@@ -1,0 +1,148 @@
+//! Lapsed leases (P6, P17): the supervisor's sweep, and a restarted scheduler's release of what it held.
+//!
+//! The held steps are read without locks, then their tasks are locked (ascending ids, see
+//! `lock_tasks`), then each step is taken back by an UPDATE fenced by the lease token it was read
+//! with and `state = 'processing'`. A step that a reply, a cancel or another sweep moved in the
+//! meantime fails the fence and is skipped: each expiry is counted once. Steps are never locked
+//! before their task, so a sweep and a batch of replies cannot deadlock.
+
+use crate::advance::{advance_task, lock_tasks};
+use crate::rows::{count, get, retry_policy};
+use crate::tx::Tx;
+use serde_json::json;
+use shiftboss_core::model::EventLevel;
+use shiftboss_core::retry::{RetryDecision, RetryPolicies, RetryPolicy};
+use shiftboss_core::state::StepEvent;
+use shiftboss_core::{StepId, StepState, TaskId};
+use shiftboss_store::{ExpiryReport, LeaderTerm, StoreError, event_kind as ev};
+use tokio_postgres::Row;
+
+struct Held {
+    id: StepId,
+    task_id: TaskId,
+    agent: String,
+    failure_count: u32,
+    lease_token: i64,
+    locked_by: Option<String>,
+    retry: Option<RetryPolicy>,
+}
+
+/// Why a held step is being taken back.
+#[derive(Clone, Copy)]
+enum Lapse {
+    /// Its complete-by passed: retry after the policy's delay.
+    Expired,
+    /// Its holder restarted: retry at once.
+    Released,
+}
+
+const HELD_COLUMNS: &str = "id, task_id, agent, failure_count, lease_token, locked_by, retry";
+
+fn read_held(r: &Row) -> Result<Held, StoreError> {
+    Ok(Held {
+        id: StepId(get(r, 0)?),
+        task_id: TaskId(get(r, 1)?),
+        agent: get(r, 2)?,
+        failure_count: count(r, 3, "steps.failure_count")?,
+        lease_token: get(r, 4)?,
+        locked_by: get(r, 5)?,
+        retry: retry_policy(r, 6)?,
+    })
+}
+
+/// Refuses a leader-only write unless `leader`'s term is live by the store's clock.
+///
+/// FOR SHARE keeps the lease row as it is until this transaction ends: another instance cannot be
+/// elected (a new term written) while the sweep runs, so the whole sweep is fenced by the term,
+/// not only its first statement. If an election is committing, this waits for it and then sees
+/// the new term.
+pub async fn check_leader(t: &Tx<'_>, leader: &LeaderTerm) -> Result<(), StoreError> {
+    let live = t
+        .query_opt(
+            "SELECT 1 FROM leaders WHERE name = $1 AND holder = $2 AND term = $3 AND expires_at > $4 FOR SHARE",
+            &[&leader.name, &leader.holder.as_str(), &leader.term, &t.now.0],
+        )
+        .await?;
+    if live.is_some() { Ok(()) } else { Err(StoreError::NotLeader(leader.name.clone())) }
+}
+
+pub async fn expire_leases(
+    t: &Tx<'_>,
+    leader: &LeaderTerm,
+    limit: u32,
+    policies: &RetryPolicies,
+) -> Result<ExpiryReport, StoreError> {
+    check_leader(t, leader).await?;
+    let sql = format!(
+        "SELECT {HELD_COLUMNS} FROM steps WHERE state = 'processing' AND complete_by <= $1 ORDER BY complete_by LIMIT $2"
+    );
+    let rows = t.query(&sql, &[&t.now.0, &i64::from(limit)]).await?;
+    let held = rows.iter().map(read_held).collect::<Result<Vec<_>, _>>()?;
+    let actor = format!("supervisor:{}", leader.holder);
+    take_back(t, held, policies, Lapse::Expired, &actor).await
+}
+
+pub async fn release_instance_claims(
+    t: &Tx<'_>,
+    instance: &str,
+    policies: &RetryPolicies,
+) -> Result<ExpiryReport, StoreError> {
+    let sql = format!("SELECT {HELD_COLUMNS} FROM steps WHERE state = 'processing' AND locked_by = $1 ORDER BY id");
+    let rows = t.query(&sql, &[&instance]).await?;
+    let held = rows.iter().map(read_held).collect::<Result<Vec<_>, _>>()?;
+    take_back(t, held, policies, Lapse::Released, instance).await
+}
+
+async fn take_back(
+    t: &Tx<'_>,
+    held: Vec<Held>,
+    policies: &RetryPolicies,
+    lapse: Lapse,
+    actor: &str,
+) -> Result<ExpiryReport, StoreError> {
+    lock_tasks(t, &held.iter().map(|h| h.task_id).collect::<Vec<_>>()).await?;
+    let mut report = ExpiryReport::default();
+    for h in held {
+        let failures = h.failure_count + 1;
+        let policy = policies.resolve(&h.agent, h.retry.as_ref());
+        let decision = policy.after_failure(failures, fastrand::f64());
+        let give_up = decision == RetryDecision::GiveUp;
+        let next =
+            StepState::Processing.on(StepEvent::Expire { give_up }).expect("a processing step can always expire");
+        let due = match (decision, lapse) {
+            (RetryDecision::RetryAfter(d), Lapse::Expired) => t.now.plus(d),
+            _ => t.now,
+        };
+        let holder = h.locked_by.as_deref().unwrap_or("?");
+        let why = match lapse {
+            Lapse::Expired => format!("lease expired: no reply by complete-by (held by {holder})"),
+            Lapse::Released => format!("its scheduler {holder} restarted while holding it"),
+        };
+        let changed = t
+            .execute(
+                "UPDATE steps SET state = $3, failure_count = $4, due_at = $5, last_error = $6,
+                        locked_by = NULL, complete_by = NULL, updated_at = $7
+                 WHERE id = $1 AND lease_token = $2 AND state = 'processing'",
+                &[&h.id.0, &h.lease_token, &next.as_str(), &crate::tx::pg_int(failures)?, &due.0, &why, &t.now.0],
+            )
+            .await?;
+        if changed != 1 {
+            continue;
+        }
+        let kind = match lapse {
+            Lapse::Expired => ev::STEP_EXPIRED,
+            Lapse::Released => ev::STEP_RELEASED,
+        };
+        let detail = json!({"failure_count": failures, "lease_token": h.lease_token, "held_by": h.locked_by, "retry_at": (!give_up).then_some(due.0)});
+        t.event(h.task_id, Some(h.id), kind, EventLevel::Info, actor, detail).await?;
+        if give_up {
+            report.gave_up += 1;
+            let detail = json!({"reason": "retry policy exhausted", "failure_count": failures, "error": why});
+            t.event(h.task_id, Some(h.id), ev::STEP_ERROR, EventLevel::Alert, actor, detail).await?;
+            advance_task(t, h.task_id, actor).await?;
+        } else {
+            report.retried += 1;
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,310 @@
+//! The PostgreSQL state store: many schedulers, agents and supervisors, on many machines, share one
+//! database (P10, P11).
+//!
+//! Layout: [`migrate`] checks and migrates the store's schema; one module per group of store
+//! operations (`submit`, `claim`, `replies`, `expire`, `leader`, `operator`, `query`); `advance`
+//! runs the decider inside the transaction that changed a step and holds the per-task lock (C7);
+//! `tx`, `rows` and `error` are shared plumbing. SQL lives only in this crate.
+//!
+//! # Concurrency
+//!
+//! Writes run at READ COMMITTED. That is enough because every check-then-write is one of:
+//!
+//! - **one statement with the check in its WHERE**: the claim (`UPDATE ... WHERE id IN (SELECT ...
+//!   FOR UPDATE SKIP LOCKED)`), every reply and expiry write (fenced by lease token and
+//!   `state = 'processing'`), resubmit (`state = 'error'`), resign, the election (`INSERT ... ON
+//!   CONFLICT DO UPDATE ... WHERE`), and "insert unless it exists" for definitions and task keys
+//!   (`ON CONFLICT DO NOTHING`, then a read of the row that won);
+//! - **done under a row lock**: every operation that runs the decider or moves a task's steps on its
+//!   behalf (submit, record_replies, expire_leases, release_instance_claims, resubmit_step,
+//!   cancel_task) locks the task row (`SELECT ... FOR UPDATE`) before it reads the task's steps, so
+//!   two deciders never interleave on one task (C7). Several tasks are locked in ascending id
+//!   order and a step is never locked before its task, so these operations cannot deadlock each
+//!   other; a claim waits for nothing (SKIP LOCKED), so it cannot be part of a deadlock either.
+//!   The sweep also holds its leader row FOR SHARE, so no new term is elected while it runs.
+//!
+//! A serialization failure or deadlock that happens anyway is `Unavailable`: the caller retries.
+//!
+//! Reads of several statements (get_task, summarize) run in one REPEATABLE READ READ ONLY
+//! transaction; single-statement reads need none.
+//!
+//! # Time
+//!
+//! With [`Clock::Database`], `now` is read from the database server once per transaction (see
+//! `tx::DB_NOW`), so machines whose clocks disagree still agree on when a lease lapsed.
+
+mod advance;
+mod claim;
+mod error;
+mod expire;
+mod leader;
+pub mod migrate;
+mod operator;
+mod query;
+mod replies;
+mod rows;
+mod submit;
+mod tx;
+
+pub use migrate::SCHEMA_VERSION;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use error::{map_err, pool_err};
+use shiftboss_core::model::TaskRecord;
+use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_core::{TaskId, TaskState, Timestamp};
+use shiftboss_store::*;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_postgres::{IsolationLevel, NoTls};
+use tx::{Conn, DefCache, Tx};
+
+/// How to connect to the database and which schema holds the store.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// The schema that holds the store's tables. Every connection of the store has its
+    /// `search_path` set to it. Lower-case letters, digits and underscores.
+    pub schema: String,
+    /// The most connections this store opens at once.
+    pub pool_size: usize,
+    /// Apply missing migrations at connect (creating the schema if needed). When false, connect
+    /// only checks that the schema is at this build's version, and changes nothing.
+    pub run_migrations: bool,
+    /// How long to wait for a new connection, and for a free one when all are in use, before the
+    /// call fails as `Unavailable`.
+    pub connect_timeout: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            schema: "shiftboss".into(),
+            pool_size: 8,
+            run_migrations: true,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    defs: DefCache,
+    clock: Clock,
+    schema: String,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore").field("schema", &self.inner.schema).finish()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user@host:port/db`), then migrates the schema or checks its
+    /// version (see [`PgOptions::run_migrations`]). A schema written by a newer shiftboss is refused
+    /// before anything is changed.
+    pub async fn connect(url: &str, opts: &PgOptions) -> Result<Self> {
+        Self::connect_with_clock(url, opts, Clock::Database).await
+    }
+
+    pub async fn connect_with_clock(url: &str, opts: &PgOptions, clock: Clock) -> Result<Self> {
+        migrate::check_schema_name(&opts.schema)?;
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|e| StoreError::InvalidInput(format!("database URL: {e}")))?;
+        let search_path = format!("-c search_path={}", opts.schema);
+        let options = match config.get_options() {
+            Some(o) if !o.is_empty() => format!("{o} {search_path}"),
+            _ => search_path,
+        };
+        config.options(options);
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(opts.connect_timeout);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("shiftboss");
+        }
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager)
+            .max_size(opts.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(opts.connect_timeout))
+            .create_timeout(Some(opts.connect_timeout))
+            .build()
+            .map_err(|e| StoreError::InvalidInput(format!("connection pool: {e}")))?;
+        let store = PostgresStore {
+            inner: Arc::new(Inner { pool, defs: DefCache::default(), clock, schema: opts.schema.clone() }),
+        };
+        if opts.run_migrations {
+            store.migrate().await?;
+        } else {
+            let c = store.inner.pool.get().await.map_err(pool_err)?;
+            migrate::check(&c, &store.inner.schema).await?;
+        }
+        Ok(store)
+    }
+
+    /// Applies the migrations this build knows that the schema lacks (creating the schema if it
+    /// does not exist) and returns how many it applied. Safe to run from many processes at once.
+    pub async fn migrate(&self) -> Result<usize> {
+        let mut c = self.inner.pool.get().await.map_err(pool_err)?;
+        migrate::migrate(&mut c, &self.inner.schema).await
+    }
+
+    pub fn schema(&self) -> &str {
+        &self.inner.schema
+    }
+
+    async fn now_on(&self, c: &Conn<'_>) -> Result<Timestamp> {
+        match &self.inner.clock {
+            Clock::Database => tx::db_now(c).await,
+            Clock::Manual(m) => Ok(m.now()),
+        }
+    }
+
+    /// Runs `f` in one READ COMMITTED transaction with the store's `now`, and commits if it succeeds.
+    /// An error rolls everything back (the transaction is dropped uncommitted).
+    async fn write<T>(&self, f: impl AsyncFnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
+        let mut c = self.inner.pool.get().await.map_err(pool_err)?;
+        let tx = c.transaction().await.map_err(map_err)?;
+        let db = Conn::new(tx.client(), Some(&tx.statement_cache));
+        let t = Tx { db, now: self.now_on(&db).await?, defs: &self.inner.defs };
+        let out = f(&t).await?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(out)
+    }
+
+    /// Runs `f` in one REPEATABLE READ READ ONLY transaction: every statement sees one snapshot.
+    async fn snapshot<T>(&self, f: impl AsyncFnOnce(Conn<'_>) -> Result<T>) -> Result<T> {
+        let mut c = self.inner.pool.get().await.map_err(pool_err)?;
+        let tx = c
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(map_err)?;
+        let out = f(Conn::new(tx.client(), Some(&tx.statement_cache))).await?;
+        // Nothing to write; committing ends the transaction without a rollback's error path.
+        tx.commit().await.map_err(map_err)?;
+        Ok(out)
+    }
+
+    /// Runs one statement's read outside any explicit transaction.
+    async fn read<T>(&self, f: impl AsyncFnOnce(Conn<'_>) -> Result<T>) -> Result<T> {
+        let c = self.inner.pool.get().await.map_err(pool_err)?;
+        f(Conn::new(&c, Some(&c.statement_cache))).await
+    }
+}
+
+/// Submits a task inside the caller's own transaction, so that an application writes its business
+/// record (the order row) and the task atomically (P12): both commit or neither does.
+///
+/// `schema` is the store's schema (as in [`PgOptions::schema`]). The caller's `search_path` is
+/// set to it for the statements of this call only and put back before it returns, so the caller's
+/// own unqualified table names resolve as before. Time is the database's clock. The caller
+/// commits; schedulers notice the new task at their next poll. If this returns an error the
+/// transaction is aborted (as after any failed statement) and must be rolled back.
+pub async fn submit_task_in(tx: &tokio_postgres::Transaction<'_>, schema: &str, p: &SubmitTask) -> Result<Submitted> {
+    p.validate()?;
+    migrate::check_schema_name(schema)?;
+    let saved: String = tx.query_one("SELECT current_setting('search_path')", &[]).await.map_err(map_err)?.get(0);
+    let set = "SELECT set_config('search_path', $1, true)";
+    tx.execute(set, &[&migrate::ident(schema)]).await.map_err(map_err)?;
+    let db = Conn::new(tx.client(), None);
+    let defs = DefCache::default();
+    let out = match tx::db_now(&db).await {
+        Ok(now) => submit::submit(&Tx { db, now, defs: &defs }, p).await,
+        Err(e) => Err(e),
+    };
+    if out.is_ok() {
+        tx.execute(set, &[&saved]).await.map_err(map_err)?;
+    }
+    out
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn now(&self) -> Result<Timestamp> {
+        match &self.inner.clock {
+            Clock::Manual(m) => Ok(m.now()),
+            Clock::Database => self.read(async |c| tx::db_now(&c).await).await,
+        }
+    }
+
+    async fn register_workflow(&self, def: &WorkflowDef) -> Result<RegisterOutcome> {
+        self.write(async |t| submit::register_workflow(t, def).await).await
+    }
+
+    async fn get_workflow(&self, name: &str, version: Option<u32>) -> Result<Option<WorkflowDef>> {
+        self.read(async |c| query::get_workflow(c, &self.inner.defs, name, version).await).await
+    }
+
+    async fn submit_task(&self, p: SubmitTask) -> Result<Submitted> {
+        p.validate()?;
+        self.write(async |t| submit::submit(t, &p).await).await
+    }
+
+    async fn claim_due_steps(&self, p: ClaimDueSteps) -> Result<Vec<ClaimedStep>> {
+        if p.limit == 0 || p.agents.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.write(async |t| claim::claim_due_steps(t, &p).await).await
+    }
+
+    async fn record_replies(&self, p: RecordReplies) -> Result<Vec<ReplyOutcome>> {
+        if p.replies.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.write(async |t| replies::record_replies(t, p.instance.as_str(), &p.replies).await).await
+    }
+
+    async fn expire_leases(&self, p: ExpireLeases) -> Result<ExpiryReport> {
+        self.write(async |t| expire::expire_leases(t, &p.leader, p.limit, &p.policies).await).await
+    }
+
+    async fn release_instance_claims(&self, p: ReleaseInstanceClaims) -> Result<ExpiryReport> {
+        self.write(async |t| expire::release_instance_claims(t, p.instance.as_str(), &p.policies).await).await
+    }
+
+    async fn elect_leader(&self, p: ElectLeader) -> Result<Option<LeaderTerm>> {
+        self.write(async |t| leader::elect(t, &p).await).await
+    }
+
+    async fn resign_leader(&self, term: &LeaderTerm) -> Result<()> {
+        self.write(async |t| leader::resign(t, term).await).await
+    }
+
+    async fn resubmit_step(&self, p: ResubmitStep) -> Result<()> {
+        self.write(async |t| operator::resubmit_step(t, &p).await).await
+    }
+
+    async fn cancel_task(&self, p: CancelTask) -> Result<()> {
+        self.write(async |t| operator::cancel_task(t, &p).await).await
+    }
+
+    async fn get_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {
+        self.snapshot(async |c| query::get_task(c, id).await).await
+    }
+
+    async fn find_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>> {
+        self.read(async |c| query::find_task_by_key(c, key).await).await
+    }
+
+    async fn list_tasks(&self, p: ListTasks) -> Result<Vec<TaskRecord>> {
+        self.read(async |c| query::list_tasks(c, &p).await).await
+    }
+
+    async fn summarize(&self) -> Result<Summary> {
+        self.snapshot(async |c| query::summarize(c).await).await
+    }
+
+    async fn task_counts(&self) -> Result<Vec<(TaskState, u64)>> {
+        self.read(async |c| query::task_counts(c).await).await
+    }
+}

@@ -1,0 +1,124 @@
+//! Reads for operators and tools.
+//!
+//! A read of several statements (get_task, summarize) runs in one REPEATABLE READ READ ONLY
+//! transaction, opened by the caller, so that all its statements see one snapshot; its statements
+//! are sent together (tokio-postgres pipelines concurrent queries on one connection), so a snapshot
+//! costs one round trip more than a single statement, not one per statement.
+
+use crate::rows::{EVENT_COLUMNS, STEP_COLUMNS, TASK_COLUMNS, get, parsed};
+use crate::tx::{Conn, DefCache, pg_int};
+use shiftboss_core::model::TaskRecord;
+use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_core::{StepState, TaskId, TaskState};
+use shiftboss_store::{ListTasks, StoreError, Summary, TaskDetail, event_kind as ev};
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+/// In one snapshot.
+pub async fn get_task(c: Conn<'_>, id: TaskId) -> Result<Option<TaskDetail>, StoreError> {
+    let task = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1");
+    let steps = format!("SELECT {STEP_COLUMNS} FROM steps WHERE task_id = $1 ORDER BY id");
+    let events = format!("SELECT {EVENT_COLUMNS} FROM events WHERE task_id = $1 ORDER BY id");
+    let by_id: [&(dyn ToSql + Sync); 1] = [&id.0];
+    let (task, steps, events) =
+        tokio::try_join!(c.query_opt(&task, &by_id), c.query(&steps, &by_id), c.query(&events, &by_id))?;
+    let Some(task) = task else { return Ok(None) };
+    Ok(Some(TaskDetail {
+        task: crate::rows::task(&task)?,
+        steps: steps.iter().map(crate::rows::step).collect::<Result<_, _>>()?,
+        events: events.iter().map(crate::rows::event).collect::<Result<_, _>>()?,
+    }))
+}
+
+pub async fn find_task_by_key(c: Conn<'_>, key: &str) -> Result<Option<TaskRecord>, StoreError> {
+    let row = c.query_opt(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE task_key = $1"), &[&key]).await?;
+    row.as_ref().map(crate::rows::task).transpose()
+}
+
+/// Only the filters given go into the statement, so each shape gets a plan that uses its index
+/// (a generic plan of "$1 IS NULL OR state = $1" cannot).
+pub async fn list_tasks(c: Conn<'_>, p: &ListTasks) -> Result<Vec<TaskRecord>, StoreError> {
+    let state = p.state.map(TaskState::as_str);
+    let before = p.before.map(|b| b.0);
+    let limit = i64::from(p.limit);
+    let mut filters = Vec::new();
+    let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
+    if let Some(s) = &state {
+        params.push(s);
+        filters.push(format!("state = ${}", params.len()));
+    }
+    if let Some(w) = &p.workflow {
+        params.push(w);
+        filters.push(format!("workflow = ${}", params.len()));
+    }
+    if let Some(b) = &before {
+        params.push(b);
+        filters.push(format!("id < ${}", params.len()));
+    }
+    params.push(&limit);
+    let filter = if filters.is_empty() { String::new() } else { format!("WHERE {}", filters.join(" AND ")) };
+    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks {filter} ORDER BY id DESC LIMIT ${}", params.len());
+    c.query(&sql, &params).await?.iter().map(crate::rows::task).collect()
+}
+
+/// The registered definition, the newest version when `version` is none.
+pub async fn get_workflow(
+    c: Conn<'_>,
+    defs: &DefCache,
+    name: &str,
+    version: Option<u32>,
+) -> Result<Option<WorkflowDef>, StoreError> {
+    let version = version.map(pg_int).transpose()?;
+    let row = c
+        .query_opt(
+            "SELECT version, definition FROM workflows WHERE name = $1 AND ($2::integer IS NULL OR version = $2)
+             ORDER BY version DESC LIMIT 1",
+            &[&name, &version],
+        )
+        .await?;
+    let Some(row) = row else { return Ok(None) };
+    let version = crate::rows::count(&row, 0, "workflows.version")?;
+    Ok(Some((*defs.parse(name, version, get(&row, 1)?)?).clone()))
+}
+
+pub async fn task_counts(c: Conn<'_>) -> Result<Vec<(TaskState, u64)>, StoreError> {
+    let rows = c.query("SELECT state, count(*) FROM tasks GROUP BY state", &[]).await?;
+    rows.iter().map(|r| Ok((parsed(r, 0, "tasks.state")?, get::<i64>(r, 1)? as u64))).collect()
+}
+
+/// In one snapshot.
+pub async fn summarize(c: Conn<'_>) -> Result<Summary, StoreError> {
+    let kind = "SELECT count(*) FROM events WHERE kind = $1";
+    let (tasks, steps, errors, expiries, releases, rejected, retried, recovered) = tokio::try_join!(
+        task_counts(c),
+        c.query("SELECT state, count(*) FROM steps GROUP BY state", &[]),
+        c.query(
+            "SELECT coalesce(last_error, '?'), count(*) FROM steps WHERE state = 'error'
+             GROUP BY 1 ORDER BY 2 DESC LIMIT 20",
+            &[],
+        ),
+        c.query_one(kind, &[&ev::STEP_EXPIRED]),
+        c.query_one(kind, &[&ev::STEP_RELEASED]),
+        c.query_one(kind, &[&ev::REPLY_REJECTED]),
+        c.query_one("SELECT count(*) FROM steps WHERE attempts > 1", &[]),
+        c.query_one(
+            "SELECT count(*) FROM steps WHERE state = 'processed'
+             AND id IN (SELECT step_id FROM events WHERE kind IN ($1, $2))",
+            &[&ev::STEP_EXPIRED, &ev::STEP_RELEASED],
+        ),
+    )?;
+    let n = |r: &Row| get::<i64>(r, 0).map(|n| n as u64);
+    Ok(Summary {
+        tasks,
+        steps: steps
+            .iter()
+            .map(|r| Ok((parsed::<StepState>(r, 0, "steps.state")?, get::<i64>(r, 1)? as u64)))
+            .collect::<Result<_, StoreError>>()?,
+        expiries: n(&expiries)?,
+        releases: n(&releases)?,
+        rejected_replies: n(&rejected)?,
+        steps_retried: n(&retried)?,
+        recovered_after_expiry: n(&recovered)?,
+        errors: errors.iter().map(|r| Ok((get(r, 0)?, get::<i64>(r, 1)? as u64))).collect::<Result<_, StoreError>>()?,
+    })
+}

@@ -1,0 +1,106 @@
+//! Recording agents' replies (P15, P16): each fenced by its lease token, so a reply from a claim
+//! that has lapsed can never overwrite newer state.
+//!
+//! The tasks of a batch are locked first (ascending ids), so the decider runs for each task alone.
+//! Each reply is then one UPDATE whose WHERE is the fence (lease token and state = 'processing'):
+//! the check and the write cannot be split, with or without the lock.
+
+use crate::advance::{advance_task, lock_tasks};
+use crate::rows::{get, parsed};
+use crate::tx::Tx;
+use serde_json::json;
+use shiftboss_core::model::EventLevel;
+use shiftboss_core::state::StepEvent;
+use shiftboss_core::{StepState, TaskId};
+use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, event_kind as ev};
+use std::collections::HashMap;
+
+/// The longest error message kept on a step; longer ones are cut.
+const MAX_ERROR_LEN: usize = 2000;
+
+pub async fn record_replies(t: &Tx<'_>, actor: &str, replies: &[Reply]) -> Result<Vec<ReplyOutcome>, StoreError> {
+    let ids: Vec<i64> = replies.iter().map(|r| r.step_id.0).collect();
+    // A step's task never changes, so this read needs no lock.
+    let rows = t.query("SELECT id, task_id FROM steps WHERE id = ANY($1)", &[&ids]).await?;
+    let task_of: HashMap<i64, TaskId> =
+        rows.iter().map(|r| Ok((get(r, 0)?, TaskId(get(r, 1)?)))).collect::<Result<_, StoreError>>()?;
+    lock_tasks(t, &task_of.values().copied().collect::<Vec<_>>()).await?;
+    let mut out = Vec::with_capacity(replies.len());
+    for r in replies {
+        out.push(match task_of.get(&r.step_id.0) {
+            Some(&task_id) => record_reply(t, actor, task_id, r).await?,
+            None => ReplyOutcome::Rejected { reason: format!("step {} does not exist", r.step_id) },
+        });
+    }
+    Ok(out)
+}
+
+async fn record_reply(t: &Tx<'_>, actor: &str, task_id: TaskId, r: &Reply) -> Result<ReplyOutcome, StoreError> {
+    let event = match &r.result {
+        ReplyResult::Completed(_) => StepEvent::Complete,
+        ReplyResult::PermanentError(_) => StepEvent::PermanentError,
+    };
+    let next = StepState::Processing.on(event).expect("a processing step takes every reply");
+    let (output, error) = match &r.result {
+        ReplyResult::Completed(v) => (Some(v.to_string()), None),
+        ReplyResult::PermanentError(e) => (None, Some(truncate(e))),
+    };
+    let changed = t
+        .execute(
+            "UPDATE steps SET state = $3, output = $4, last_error = coalesce($5, last_error),
+                    locked_by = NULL, complete_by = NULL, updated_at = $6
+             WHERE id = $1 AND lease_token = $2 AND state = 'processing'",
+            &[&r.step_id.0, &r.lease_token.0, &next.as_str(), &output, &error, &t.now.0],
+        )
+        .await?;
+    if changed != 1 {
+        return reject(t, actor, task_id, r, event).await;
+    }
+    match &error {
+        None => t.event(task_id, Some(r.step_id), ev::STEP_PROCESSED, EventLevel::Info, actor, json!({})).await?,
+        Some(e) => {
+            let detail = json!({"reason": "permanent error", "error": e});
+            t.event(task_id, Some(r.step_id), ev::STEP_ERROR, EventLevel::Alert, actor, detail).await?
+        }
+    }
+    let adv = advance_task(t, task_id, actor).await?;
+    Ok(ReplyOutcome::Applied { task_state: adv.state, scheduled: adv.scheduled })
+}
+
+/// The fence refused the reply: say why, and record it.
+async fn reject(
+    t: &Tx<'_>,
+    actor: &str,
+    task_id: TaskId,
+    r: &Reply,
+    event: StepEvent,
+) -> Result<ReplyOutcome, StoreError> {
+    let row = t.query_one("SELECT state, lease_token FROM steps WHERE id = $1", &[&r.step_id.0]).await?;
+    let state: StepState = parsed(&row, 0, "steps.state")?;
+    let token: i64 = get(&row, 1)?;
+    let reason = if token != r.lease_token.0 {
+        format!("lease {} lapsed; the step was claimed again (lease {token})", r.lease_token.0)
+    } else {
+        match state.on(event) {
+            Err(e) => format!("the step is {state}, no longer processing: {e}"),
+            Ok(_) => format!("the step is {state}, no longer processing"),
+        }
+    };
+    let detail = json!({"lease_token": r.lease_token.0, "reason": reason});
+    t.event(task_id, Some(r.step_id), ev::REPLY_REJECTED, EventLevel::Info, actor, detail).await?;
+    Ok(ReplyOutcome::Rejected { reason })
+}
+
+/// Cuts an agent's error message to [`MAX_ERROR_LEN`] bytes. NUL characters become U+FFFD:
+/// PostgreSQL text cannot hold them, and an error message must never make its reply unwritable.
+pub fn truncate(s: &str) -> String {
+    let s = s.replace('\0', "\u{FFFD}");
+    if s.len() <= MAX_ERROR_LEN {
+        return s;
+    }
+    let mut end = MAX_ERROR_LEN;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}

@@ -1,0 +1,144 @@
+//! What every operation works with: a connection (inside a transaction or not) whose statements go
+//! through the pool's statement cache, the store's time, and the parsed definitions.
+
+use crate::error::{bad_column, map_err};
+use deadpool_postgres::StatementCache;
+use shiftboss_core::model::EventLevel;
+use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_core::{StepId, TaskId, Timestamp};
+use shiftboss_store::StoreError;
+use std::collections::HashMap;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Row, Statement};
+
+pub type Params<'p> = &'p [&'p (dyn ToSql + Sync)];
+
+/// Statements on one connection. Inside a transaction, `client` is the transaction's own client:
+/// tokio-postgres runs a transaction's statements on that client, so both paths share this code.
+#[derive(Clone, Copy)]
+pub struct Conn<'a> {
+    client: &'a Client,
+    /// Prepared statements of this connection, kept across calls. None for a caller's own
+    /// connection (submit_task_in): its statements are prepared each time.
+    cache: Option<&'a StatementCache>,
+}
+
+impl<'a> Conn<'a> {
+    pub fn new(client: &'a Client, cache: Option<&'a StatementCache>) -> Self {
+        Conn { client, cache }
+    }
+
+    async fn prepare(&self, sql: &str) -> Result<Statement, StoreError> {
+        match self.cache {
+            Some(cache) => cache.prepare(self.client, sql).await,
+            None => self.client.prepare(sql).await,
+        }
+        .map_err(map_err)
+    }
+
+    pub async fn query(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
+        let st = self.prepare(sql).await?;
+        self.client.query(&st, params).await.map_err(map_err)
+    }
+
+    pub async fn query_opt(&self, sql: &str, params: Params<'_>) -> Result<Option<Row>, StoreError> {
+        let st = self.prepare(sql).await?;
+        self.client.query_opt(&st, params).await.map_err(map_err)
+    }
+
+    pub async fn query_one(&self, sql: &str, params: Params<'_>) -> Result<Row, StoreError> {
+        let st = self.prepare(sql).await?;
+        self.client.query_one(&st, params).await.map_err(map_err)
+    }
+
+    pub async fn execute(&self, sql: &str, params: Params<'_>) -> Result<u64, StoreError> {
+        let st = self.prepare(sql).await?;
+        self.client.execute(&st, params).await.map_err(map_err)
+    }
+}
+
+/// The store's time by the database's clock, in milliseconds.
+///
+/// `clock_timestamp()`, not `now()`: `now()` is frozen at the start of the transaction, and a
+/// caller's transaction (submit_task_in) may have been open for a while; clock_timestamp() is the
+/// time this statement runs. Taken once per transaction, so every comparison in it uses one instant.
+/// Truncated like the host clock's milliseconds, so that `now` is never ahead of the server.
+pub const DB_NOW: &str = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+
+pub async fn db_now(c: &Conn<'_>) -> Result<Timestamp, StoreError> {
+    Ok(Timestamp(c.query_one(DB_NOW, &[]).await?.get(0)))
+}
+
+/// Parsed definitions by (name, version). A version never changes once registered, so entries
+/// never go stale.
+#[derive(Default)]
+pub struct DefCache(Mutex<HashMap<(String, u32), Arc<WorkflowDef>>>);
+
+impl DefCache {
+    fn get(&self, name: &str, version: u32) -> Option<Arc<WorkflowDef>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&(name.to_owned(), version)).cloned()
+    }
+
+    /// Parses a stored definition and keeps it.
+    pub fn parse(&self, name: &str, version: u32, text: &str) -> Result<Arc<WorkflowDef>, StoreError> {
+        let def: WorkflowDef = serde_json::from_str(text)
+            .map_err(|e| bad_column(&format!("workflows.definition of {name} v{version}"), e))?;
+        let def = Arc::new(def);
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert((name.to_owned(), version), def.clone());
+        Ok(def)
+    }
+}
+
+/// A write transaction: its statements, its one `now`, and the definitions.
+pub struct Tx<'a> {
+    pub db: Conn<'a>,
+    pub now: Timestamp,
+    pub defs: &'a DefCache,
+}
+
+impl<'a> Deref for Tx<'a> {
+    type Target = Conn<'a>;
+
+    fn deref(&self) -> &Conn<'a> {
+        &self.db
+    }
+}
+
+impl Tx<'_> {
+    pub async fn event(
+        &self,
+        task: TaskId,
+        step: Option<StepId>,
+        kind: &str,
+        level: EventLevel,
+        actor: &str,
+        detail: serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO events (task_id, step_id, at, kind, level, actor, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[&task.0, &step.map(|s| s.0), &self.now.0, &kind, &level.as_str(), &actor, &detail.to_string()],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// A registered definition, from the cache or the table.
+    pub async fn definition(&self, name: &str, version: u32) -> Result<Arc<WorkflowDef>, StoreError> {
+        if let Some(d) = self.defs.get(name, version) {
+            return Ok(d);
+        }
+        let row = self
+            .query_opt("SELECT definition FROM workflows WHERE name = $1 AND version = $2", &[&name, &pg_int(version)?])
+            .await?;
+        let row = row.ok_or_else(|| StoreError::NotFound { what: "workflow", id: format!("{name} v{version}") })?;
+        self.defs.parse(name, version, row.get(0))
+    }
+}
+
+/// A u32 of ours (a version, a count) as PostgreSQL's INTEGER.
+pub fn pg_int(v: u32) -> Result<i32, StoreError> {
+    i32::try_from(v)
+        .map_err(|_| StoreError::InvalidInput(format!("{v} is larger than the store can hold ({})", i32::MAX)))
+}
