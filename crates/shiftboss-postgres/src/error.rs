@@ -17,7 +17,13 @@ pub fn map_err(e: tokio_postgres::Error) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
+/// How a statement refused because an earlier one of its transaction failed is reported; see [`first_cause`].
+const ABORTED: &str = "an earlier statement of this transaction failed";
+
 fn map_db(code: &SqlState, message: String) -> StoreError {
+    if *code == SqlState::IN_FAILED_SQL_TRANSACTION {
+        return StoreError::Backend(format!("{ABORTED}: {message}"));
+    }
     let class = &code.code()[..2];
     match class {
         // 08: connection exception; 53: insufficient resources (too many connections, disk full);
@@ -51,6 +57,20 @@ fn map_db(code: &SqlState, message: String) -> StoreError {
         return StoreError::InvalidInput(format!("text that PostgreSQL cannot store (a NUL character?): {message}"));
     }
     StoreError::Backend(message)
+}
+
+/// Of the errors of statements sent together, the one that caused the others: after a failed
+/// statement PostgreSQL answers every later one of the transaction with "current transaction is
+/// aborted", which says nothing of what went wrong, and those may complete first.
+pub fn first_cause(errors: impl IntoIterator<Item = Option<StoreError>>) -> StoreError {
+    let mut consequence = None;
+    for e in errors.into_iter().flatten() {
+        match &e {
+            StoreError::Backend(m) if m.starts_with(ABORTED) => consequence = consequence.or(Some(e)),
+            _ => return e,
+        }
+    }
+    consequence.expect("first_cause is called with at least one error")
 }
 
 pub fn pool_err(e: PoolError) -> StoreError {

@@ -14,14 +14,25 @@ use shiftboss_store::{ListTasks, StoreError, Summary, TaskDetail, event_kind as 
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
+/// Runs statements together (pipelined on the connection: one round trip) and binds each result
+/// to its name, or returns the error that caused the others (see [`crate::error::first_cause`]).
+macro_rules! together {
+    ($($name:ident = $statement:expr),+ $(,)?) => {
+        let ($($name,)+) = tokio::join!($($statement),+);
+        let ($($name,)+) = match ($($name,)+) {
+            ($(Ok($name),)+) => ($($name,)+),
+            ($($name,)+) => return Err(crate::error::first_cause([$($name.err()),+])),
+        };
+    };
+}
+
 /// In one snapshot.
 pub async fn get_task(c: Conn<'_>, id: TaskId) -> Result<Option<TaskDetail>, StoreError> {
     let task = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1");
     let steps = format!("SELECT {STEP_COLUMNS} FROM steps WHERE task_id = $1 ORDER BY id");
     let events = format!("SELECT {EVENT_COLUMNS} FROM events WHERE task_id = $1 ORDER BY id");
     let by_id: [&(dyn ToSql + Sync); 1] = [&id.0];
-    let (task, steps, events) =
-        tokio::try_join!(c.query_opt(&task, &by_id), c.query(&steps, &by_id), c.query(&events, &by_id))?;
+    together!(task = c.query_opt(&task, &by_id), steps = c.query(&steps, &by_id), events = c.query(&events, &by_id));
     let Some(task) = task else { return Ok(None) };
     Ok(Some(TaskDetail {
         task: crate::rows::task(&task)?,
@@ -89,24 +100,24 @@ pub async fn task_counts(c: Conn<'_>) -> Result<Vec<(TaskState, u64)>, StoreErro
 /// In one snapshot.
 pub async fn summarize(c: Conn<'_>) -> Result<Summary, StoreError> {
     let kind = "SELECT count(*) FROM events WHERE kind = $1";
-    let (tasks, steps, errors, expiries, releases, rejected, retried, recovered) = tokio::try_join!(
-        task_counts(c),
-        c.query("SELECT state, count(*) FROM steps GROUP BY state", &[]),
-        c.query(
+    together!(
+        tasks = task_counts(c),
+        steps = c.query("SELECT state, count(*) FROM steps GROUP BY state", &[]),
+        errors = c.query(
             "SELECT coalesce(last_error, '?'), count(*) FROM steps WHERE state = 'error'
              GROUP BY 1 ORDER BY 2 DESC LIMIT 20",
             &[],
         ),
-        c.query_one(kind, &[&ev::STEP_EXPIRED]),
-        c.query_one(kind, &[&ev::STEP_RELEASED]),
-        c.query_one(kind, &[&ev::REPLY_REJECTED]),
-        c.query_one("SELECT count(*) FROM steps WHERE attempts > 1", &[]),
-        c.query_one(
+        expiries = c.query_one(kind, &[&ev::STEP_EXPIRED]),
+        releases = c.query_one(kind, &[&ev::STEP_RELEASED]),
+        rejected = c.query_one(kind, &[&ev::REPLY_REJECTED]),
+        retried = c.query_one("SELECT count(*) FROM steps WHERE attempts > 1", &[]),
+        recovered = c.query_one(
             "SELECT count(*) FROM steps WHERE state = 'processed'
              AND id IN (SELECT step_id FROM events WHERE kind IN ($1, $2))",
             &[&ev::STEP_EXPIRED, &ev::STEP_RELEASED],
         ),
-    )?;
+    );
     let n = |r: &Row| get::<i64>(r, 0).map(|n| n as u64);
     Ok(Summary {
         tasks,
