@@ -208,8 +208,9 @@ impl PostgresStore {
 /// `schema` is the store's schema (as in [`PgOptions::schema`]). The caller's `search_path` is
 /// set to it for the statements of this call only and put back before it returns, so the caller's
 /// own unqualified table names resolve as before. Time is the database's clock. The caller
-/// commits; schedulers notice the new task at their next poll. If this returns an error the
-/// transaction is aborted (as after any failed statement) and must be rolled back.
+/// commits; schedulers notice the new task at their next poll. After an error other than
+/// `InvalidInput` or `Conflict` the transaction may be aborted (as after any failed statement)
+/// and must be rolled back.
 pub async fn submit_task_in(tx: &tokio_postgres::Transaction<'_>, schema: &str, p: &SubmitTask) -> Result<Submitted> {
     p.validate()?;
     migrate::check_schema_name(schema)?;
@@ -222,10 +223,12 @@ pub async fn submit_task_in(tx: &tokio_postgres::Transaction<'_>, schema: &str, 
         Ok(now) => submit::submit(&Tx { db, now, defs: &defs }, p).await,
         Err(e) => Err(e),
     };
-    if out.is_ok() {
-        tx.execute(set, &[&saved]).await.map_err(map_err)?;
-    }
-    out
+    // Put the caller's path back whatever happened, unless the transaction is aborted (then the
+    // caller must roll back anyway, and the submit's own error is the one to report).
+    let restored = tx.execute(set, &[&saved]).await.map_err(map_err);
+    let out = out?;
+    restored?;
+    Ok(out)
 }
 
 #[async_trait]

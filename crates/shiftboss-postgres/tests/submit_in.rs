@@ -102,6 +102,26 @@ async fn submit_in_a_rolled_back_transaction_writes_neither() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflicting_key_leaves_the_transaction_usable_and_its_path_as_it_was() {
+    let Some(url) = test_db() else { return };
+    let mut a = app(&url).await;
+    let first = a.store.submit_task(submit("order-4")).await.unwrap();
+    let tx = a.client.transaction().await.unwrap();
+    let path_before: String = tx.query_one("SHOW search_path", &[]).await.unwrap().get(0);
+    let mut other = submit("order-4");
+    other.input = json!({"something": "else"});
+    let e = submit_task_in(&tx, &a.store_schema.name, &other).await.unwrap_err();
+    assert!(matches!(e, StoreError::Conflict(_)), "{e:?}");
+    // The application can go on in the same transaction, with its own names.
+    assert_eq!(tx.query_one("SHOW search_path", &[]).await.unwrap().get::<_, String>(0), path_before);
+    tx.execute("INSERT INTO orders (id, total) VALUES ('order-4', 1)", &[]).await.unwrap();
+    let again = submit_task_in(&tx, &a.store_schema.name, &submit("order-4")).await.unwrap();
+    assert_eq!((again.task_id, again.created), (first.task_id, false));
+    tx.commit().await.unwrap();
+    assert_eq!(orders(&a.client, "order-4").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn submit_in_refuses_bad_input_and_an_unknown_schema() {
     let Some(url) = test_db() else { return };
     let mut a = app(&url).await;
