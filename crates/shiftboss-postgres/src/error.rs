@@ -31,11 +31,16 @@ fn map_db(code: &SqlState, message: String) -> StoreError {
         "08" | "53" | "57" => return StoreError::Unavailable(message),
         _ => {}
     }
-    if [SqlState::T_R_SERIALIZATION_FAILURE, SqlState::T_R_DEADLOCK_DETECTED, SqlState::LOCK_NOT_AVAILABLE]
-        .contains(code)
-        || *code == SqlState::READ_ONLY_SQL_TRANSACTION
+    // The same call may succeed on a second try. A read-only server is a standby, such as one
+    // being promoted after a failover (P11).
+    if [
+        SqlState::T_R_SERIALIZATION_FAILURE,
+        SqlState::T_R_DEADLOCK_DETECTED,
+        SqlState::LOCK_NOT_AVAILABLE,
+        SqlState::READ_ONLY_SQL_TRANSACTION,
+    ]
+    .contains(code)
     {
-        // The same call may succeed on a second try; a read-only server is a standby being promoted.
         return StoreError::Unavailable(message);
     }
     if [

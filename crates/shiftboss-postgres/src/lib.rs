@@ -190,7 +190,7 @@ impl PostgresStore {
             .await
             .map_err(map_err)?;
         let out = f(Conn::new(tx.client(), Some(&tx.statement_cache))).await?;
-        // Nothing to write; committing ends the transaction without a rollback's error path.
+        // Nothing was written: the commit only ends the snapshot.
         tx.commit().await.map_err(map_err)?;
         Ok(out)
     }
