@@ -2,6 +2,7 @@
 //! default), or a `postgres://` URL (the distributed mode).
 
 use anyhow::{Context, bail};
+use shiftboss_postgres::{PgOptions, PostgresStore};
 use shiftboss_sqlite::{OpenOptions, SqliteStore};
 use shiftboss_store::Store;
 use std::fmt;
@@ -47,10 +48,39 @@ impl DbTarget {
                     .with_context(|| format!("opening the state store {}", path.display()))?;
                 Ok(Arc::new(store))
             }
-            DbTarget::Postgres(_) => {
-                bail!("the PostgreSQL state store is not part of this build yet (issue 3); use a SQLite file")
+            DbTarget::Postgres(url) => {
+                let (url, schema) = split_schema(url)?;
+                let opts = PgOptions { schema, run_migrations: create, ..PgOptions::default() };
+                let store = PostgresStore::connect(&url, &opts)
+                    .await
+                    .with_context(|| format!("opening the state store {self}"))?;
+                Ok(Arc::new(store))
             }
         }
+    }
+}
+
+/// The store's schema comes from a `schema=` parameter of the URL (default `shiftboss`); the rest
+/// of the URL goes to the driver, which does not know that parameter.
+fn split_schema(url: &str) -> anyhow::Result<(String, String)> {
+    let default = PgOptions::default().schema;
+    let Some((base, query)) = url.split_once('?') else { return Ok((url.to_owned(), default)) };
+    let mut schema = None;
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|kv| match kv.strip_prefix("schema=") {
+            Some(v) => {
+                schema = Some(v.to_owned());
+                false
+            }
+            None => !kv.is_empty(),
+        })
+        .collect();
+    let url = if rest.is_empty() { base.to_owned() } else { format!("{base}?{}", rest.join("&")) };
+    match schema {
+        Some(s) if s.is_empty() => bail!("the database URL's schema= is empty"),
+        Some(s) => Ok((url, s)),
+        None => Ok((url, default)),
     }
 }
 
@@ -84,6 +114,17 @@ mod tests {
         assert!(DbTarget::parse("mysql://h/db").is_err());
         assert!(DbTarget::parse("sqlite:").is_err());
         assert!(DbTarget::parse("  ").is_err());
+    }
+
+    #[test]
+    fn the_schema_comes_from_the_url() {
+        let (url, schema) = split_schema("postgres://h/db?schema=orders&application_name=x").unwrap();
+        assert_eq!((url.as_str(), schema.as_str()), ("postgres://h/db?application_name=x", "orders"));
+        let (url, schema) = split_schema("postgres://h/db").unwrap();
+        assert_eq!((url.as_str(), schema.as_str()), ("postgres://h/db", "shiftboss"));
+        let (url, _) = split_schema("postgres://h/db?schema=a").unwrap();
+        assert_eq!(url, "postgres://h/db");
+        assert!(split_schema("postgres://h/db?schema=").is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@ pub async fn run(db: &DbTarget) -> anyhow::Result<()> {
     db.open(true).await?;
     match db {
         DbTarget::Sqlite(_) => println!("{db}: schema at version {}", shiftboss_sqlite::SCHEMA_VERSION),
-        DbTarget::Postgres(_) => println!("{db}: schema up to date"),
+        DbTarget::Postgres(_) => println!("{db}: schema at version {}", shiftboss_postgres::SCHEMA_VERSION),
     }
     Ok(())
 }
