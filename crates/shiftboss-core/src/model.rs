@@ -16,6 +16,8 @@ pub struct TaskRecord {
     pub workflow_version: u32,
     pub state: TaskState,
     pub priority: i32,
+    /// The load-balance bucket (M3): schedulers claim only the buckets they own.
+    pub bucket: u16,
     pub input: serde_json::Value,
     pub output: Option<serde_json::Value>,
     pub created_at: Timestamp,
@@ -38,6 +40,8 @@ pub struct StepRecord {
     /// When a Pending step may be claimed (later than now for a delayed retry).
     pub due_at: Timestamp,
     pub priority: i32,
+    /// The task's load-balance bucket.
+    pub bucket: u16,
     /// Lease expiries and restarts counted against the retry policy (P13's FailureCount).
     pub failure_count: u32,
     /// Claims so far.

@@ -28,6 +28,19 @@ pub enum PollMode {
     FixedRate,
 }
 
+/// Which load-balance buckets a scheduler claims from (M3).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum BucketPolicy {
+    /// Every bucket: schedulers share all work (claims never collide: each row is claimed once).
+    #[default]
+    All,
+    /// These buckets only.
+    List(Vec<u16>),
+    /// A share among the live schedulers, by weight, recomputed at every heartbeat, so the
+    /// buckets of a scheduler that dies are taken over once its heartbeat lapses.
+    Share { weight: u32 },
+}
+
 #[derive(Debug, Clone)]
 pub struct SchedulerConfig {
     /// Steps this instance runs at once.
@@ -42,6 +55,9 @@ pub struct SchedulerConfig {
     pub poll_mode: PollMode,
     /// The agent types this instance serves; `None` serves every agent it has (M4).
     pub agents: Option<Vec<String>>,
+    pub buckets: BucketPolicy,
+    /// With [`BucketPolicy::Share`], how long a heartbeat counts; one is sent every third of it.
+    pub heartbeat_ttl: Duration,
     /// Most replies written in one transaction.
     pub reply_batch: usize,
     /// Backoff between tries of a remote call within one claim.
@@ -60,6 +76,8 @@ impl Default for SchedulerConfig {
             first_delay: Duration::ZERO,
             poll_mode: PollMode::FixedDelay,
             agents: None,
+            buckets: BucketPolicy::All,
+            heartbeat_ttl: Duration::from_secs(6),
             reply_batch: 256,
             backoff: Backoff::default(),
             breaker: BreakerConfig::default(),
@@ -99,6 +117,14 @@ impl EngineConfig {
         }
         if s.poll_interval.is_zero() {
             return Err("scheduler poll interval must be more than 0".into());
+        }
+        if let BucketPolicy::List(l) = &s.buckets
+            && (l.is_empty() || l.iter().any(|b| *b >= shiftboss_core::buckets::BUCKETS))
+        {
+            return Err(format!("bucket lists need 1 or more buckets below {}", shiftboss_core::buckets::BUCKETS));
+        }
+        if s.heartbeat_ttl < Duration::from_millis(30) {
+            return Err("the heartbeat ttl must be at least 30ms".into());
         }
         if s.breaker.failure_threshold == 0 {
             return Err("circuit breaker failure threshold must be at least 1".into());

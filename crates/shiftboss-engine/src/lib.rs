@@ -25,6 +25,6 @@ pub mod scheduler;
 pub mod supervisor;
 
 pub use agent::{Agent, AgentCall, AgentError};
-pub use config::{EngineConfig, PollMode, Roles, SchedulerConfig, SupervisorConfig};
+pub use config::{BucketPolicy, EngineConfig, PollMode, Roles, SchedulerConfig, SupervisorConfig};
 pub use engine::{Engine, EngineBuilder, EngineError, RunningEngine};
 pub use http_agent::HttpAgent;

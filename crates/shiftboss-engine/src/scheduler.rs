@@ -5,13 +5,14 @@
 //! again at once instead of waiting for the supervisor.
 
 use crate::agent::{AgentCall, AgentRegistry};
-use crate::config::{PollMode, SchedulerConfig};
+use crate::config::{BucketPolicy, PollMode, SchedulerConfig};
 use crate::metrics::Metrics;
 use crate::runtime::{Breakers, run_step};
 use shiftboss_core::InstanceId;
 use shiftboss_core::retry::RetryPolicies;
 use shiftboss_store::{
-    ClaimDueSteps, ClaimedStep, RecordReplies, ReleaseInstanceClaims, Reply, ReplyOutcome, ReplyResult, Store,
+    ClaimDueSteps, ClaimedStep, Heartbeat, RecordReplies, ReleaseInstanceClaims, Reply, ReplyOutcome, ReplyResult,
+    Store,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +32,25 @@ pub struct Scheduler {
     pub wake: Arc<Notify>,
     /// One circuit breaker per remote service, shared by all steps of this scheduler.
     pub breakers: Arc<Breakers>,
+}
+
+/// The buckets this scheduler claims from now, and when it next says it is alive.
+struct Owned {
+    /// `None` claims from every bucket.
+    buckets: Option<Vec<u16>>,
+    next_heartbeat: Option<Instant>,
+}
+
+impl Owned {
+    fn new(policy: &BucketPolicy) -> Self {
+        let buckets = match policy {
+            BucketPolicy::All => None,
+            BucketPolicy::List(l) => Some(l.clone()),
+            // Nothing until the first heartbeat says what the share is.
+            BucketPolicy::Share { .. } => Some(Vec::new()),
+        };
+        Owned { buckets, next_heartbeat: None }
+    }
 }
 
 /// A reply waiting to be recorded, holding its step's concurrency slot.
@@ -58,12 +78,19 @@ impl Scheduler {
         let slots = Arc::new(Semaphore::new(this.config.concurrency as usize));
         let mut running = JoinSet::new();
         let agents = this.config.agents.clone().unwrap_or_else(|| this.agents.names());
+        let mut owned = Owned::new(&this.config.buckets);
         while !*shutdown.borrow() {
+            this.heartbeat_if_due(&mut owned).await;
             let free = slots.available_permits().min(this.config.claim_batch as usize);
             let mut more_due = false;
             if free > 0 {
                 let before = Instant::now();
-                let p = ClaimDueSteps { instance: this.instance.clone(), limit: free as u32, agents: agents.clone() };
+                let p = ClaimDueSteps {
+                    instance: this.instance.clone(),
+                    limit: free as u32,
+                    agents: agents.clone(),
+                    buckets: owned.buckets.clone(),
+                };
                 match this.store.claim_due_steps(p).await {
                     Ok(steps) => {
                         more_due = steps.len() == free;
@@ -106,6 +133,36 @@ impl Scheduler {
         }
         drop(reply_tx);
         let _ = writer.await;
+        if matches!(this.config.buckets, BucketPolicy::Share { .. })
+            && let Err(e) = this.store.sign_off(&this.instance).await
+        {
+            tracing::warn!(error = %e, "could not sign off; the others take this scheduler's buckets when its heartbeat lapses");
+        }
+    }
+
+    /// With a shared bucket policy, says this scheduler is alive every third of the heartbeat ttl
+    /// and takes its share of the buckets among the live schedulers.
+    async fn heartbeat_if_due(&self, owned: &mut Owned) {
+        let BucketPolicy::Share { weight } = self.config.buckets else { return };
+        if owned.next_heartbeat.is_some_and(|t| Instant::now() < t) {
+            return;
+        }
+        let p = Heartbeat { instance: self.instance.clone(), weight, ttl: self.config.heartbeat_ttl };
+        match self.store.heartbeat(p).await {
+            Ok(live) => {
+                let share = shiftboss_core::buckets::share(&live, self.instance.as_str());
+                if owned.buckets.as_ref() != Some(&share) {
+                    tracing::info!(buckets = share.len(), live = live.len(), "bucket share changed");
+                }
+                owned.buckets = Some(share);
+                owned.next_heartbeat = Some(Instant::now() + self.config.heartbeat_ttl / 3);
+            }
+            Err(e) => {
+                // Keep the last share: by the time it is stale, the others have re-shared too.
+                tracing::warn!(error = %e, "heartbeat failed; trying again");
+                owned.next_heartbeat = Some(Instant::now() + STORE_RETRY);
+            }
+        }
     }
 
     async fn release_own_claims(&self, shutdown: &mut watch::Receiver<bool>) {

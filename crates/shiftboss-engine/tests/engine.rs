@@ -185,6 +185,7 @@ async fn a_restarted_scheduler_takes_back_its_steps_at_once() {
             instance: InstanceId::new("sched-a").unwrap(),
             limit: 10,
             agents: vec!["svc".into()],
+            buckets: None,
         })
         .await
         .unwrap();

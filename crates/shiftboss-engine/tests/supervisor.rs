@@ -53,7 +53,12 @@ async fn submit_and_claim_keyed(f: &Fixture, prefix: &str, n: usize) {
         };
         f.store.submit_task(t).await.unwrap();
     }
-    let p = ClaimDueSteps { instance: InstanceId::new("sched").unwrap(), limit: 100, agents: vec!["x".into()] };
+    let p = ClaimDueSteps {
+        instance: InstanceId::new("sched").unwrap(),
+        limit: 100,
+        agents: vec!["x".into()],
+        buckets: None,
+    };
     assert_eq!(f.store.claim_due_steps(p).await.unwrap().len(), n);
 }
 
@@ -79,7 +84,12 @@ async fn the_interval_list_is_followed_to_the_letter_then_the_step_goes_to_error
         assert_eq!(step.failure_count, n);
         assert_eq!(step.due_at.0 - f.clock.now().0, wait, "delay after failure {n}");
         // Not claimable before it is due, claimable right at it.
-        let p = || ClaimDueSteps { instance: InstanceId::new("sched").unwrap(), limit: 10, agents: vec!["x".into()] };
+        let p = || ClaimDueSteps {
+            instance: InstanceId::new("sched").unwrap(),
+            limit: 10,
+            agents: vec!["x".into()],
+            buckets: None,
+        };
         f.clock.advance(ms(wait as u64 - 1));
         assert!(f.store.claim_due_steps(p()).await.unwrap().is_empty());
         f.clock.advance(ms(1));

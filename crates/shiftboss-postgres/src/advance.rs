@@ -110,8 +110,9 @@ async fn insert_step(
     let row = t
         .query_one(
             "INSERT INTO steps (task_id, name, agent, state, due_at, priority, input, idempotency_key, timeout_ms,
-                                config, retry, created_at, updated_at)
-             VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $9, $10, $4, $4)
+                                config, retry, created_at, updated_at, bucket)
+             VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $9, $10, $4, $4,
+                     (SELECT bucket FROM tasks WHERE id = $1))
              RETURNING id",
             &[
                 &task_id.0,

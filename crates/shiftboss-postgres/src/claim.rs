@@ -20,6 +20,7 @@ const CLAIM: &str = "
 WITH picked AS MATERIALIZED (
     SELECT id FROM steps
      WHERE state = 'pending' AND due_at <= $2 AND agent = ANY($3)
+       AND ($6::int[] IS NULL OR bucket = ANY($6))
      ORDER BY priority DESC, due_at, id
      LIMIT $4
        FOR UPDATE SKIP LOCKED
@@ -43,8 +44,13 @@ pub async fn claim_due_steps(t: &Tx<'_>, p: &ClaimDueSteps) -> Result<Vec<Claime
     if p.limit == 0 || p.agents.is_empty() {
         return Ok(Vec::new());
     }
-    let rows =
-        t.query(CLAIM, &[&p.instance.as_str(), &t.now.0, &p.agents, &i64::from(p.limit), &ev::STEP_CLAIMED]).await?;
+    if p.buckets.as_ref().is_some_and(Vec::is_empty) {
+        return Ok(Vec::new());
+    }
+    let buckets: Option<Vec<i32>> = p.buckets.as_ref().map(|b| b.iter().map(|&x| i32::from(x)).collect());
+    let rows = t
+        .query(CLAIM, &[&p.instance.as_str(), &t.now.0, &p.agents, &i64::from(p.limit), &ev::STEP_CLAIMED, &buckets])
+        .await?;
     rows.iter()
         .map(|r| {
             Ok(ClaimedStep {

@@ -43,6 +43,7 @@ mod operator;
 mod query;
 mod replies;
 mod rows;
+mod schedulers;
 mod submit;
 mod tx;
 
@@ -51,9 +52,10 @@ pub use migrate::SCHEMA_VERSION;
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use error::{map_err, pool_err};
+use shiftboss_core::buckets::Member;
 use shiftboss_core::model::TaskRecord;
 use shiftboss_core::workflow::WorkflowDef;
-use shiftboss_core::{TaskId, TaskState, Timestamp};
+use shiftboss_core::{InstanceId, TaskId, TaskState, Timestamp};
 use shiftboss_store::*;
 use std::sync::Arc;
 use std::time::Duration;
@@ -309,5 +311,13 @@ impl Store for PostgresStore {
 
     async fn task_counts(&self) -> Result<Vec<(TaskState, u64)>> {
         self.read(async |c| query::task_counts(c).await).await
+    }
+
+    async fn heartbeat(&self, p: Heartbeat) -> Result<Vec<Member>> {
+        self.write(async |t| schedulers::heartbeat(t, &p).await).await
+    }
+
+    async fn sign_off(&self, instance: &InstanceId) -> Result<()> {
+        self.write(async |t| schedulers::sign_off(t, instance).await).await
     }
 }

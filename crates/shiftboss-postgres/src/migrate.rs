@@ -12,7 +12,10 @@ use shiftboss_store::StoreError;
 use tokio_postgres::Client;
 
 /// Every migration, in order: (version, file name, SQL). The schema version is the last one applied.
-const MIGRATIONS: &[(i32, &str, &str)] = &[(1, "0001_initial", include_str!("migrations/0001_initial.sql"))];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "0001_initial", include_str!("migrations/0001_initial.sql")),
+    (2, "0002_buckets", include_str!("migrations/0002_buckets.sql")),
+];
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;

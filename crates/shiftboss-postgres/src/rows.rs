@@ -10,11 +10,11 @@ use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 
 pub const TASK_COLUMNS: &str =
-    "id, task_key, workflow, workflow_version, state, priority, input, output, created_at, updated_at";
+    "id, task_key, workflow, workflow_version, state, priority, input, output, created_at, updated_at, bucket";
 
 pub const STEP_COLUMNS: &str = "id, task_id, name, agent, state, locked_by, complete_by, lease_token, due_at, \
      priority, failure_count, attempts, last_error, input, output, idempotency_key, timeout_ms, config, retry, \
-     created_at, updated_at";
+     created_at, updated_at, bucket";
 
 pub const EVENT_COLUMNS: &str = "id, task_id, step_id, at, kind, level, actor, detail";
 
@@ -23,6 +23,11 @@ pub fn get<'a, T: FromSql<'a>>(row: &'a Row, idx: usize) -> Result<T, StoreError
 }
 
 /// An INTEGER column that holds one of our unsigned counts.
+pub fn bucket(row: &Row, idx: usize) -> Result<u16, StoreError> {
+    let b: i32 = get(row, idx)?;
+    u16::try_from(b).map_err(|_| StoreError::Incompatible(format!("bucket {b} out of range")))
+}
+
 pub fn count(row: &Row, idx: usize, name: &str) -> Result<u32, StoreError> {
     let v: i32 = get(row, idx)?;
     u32::try_from(v).map_err(|e| bad_column(name, e))
@@ -58,6 +63,7 @@ pub fn task(row: &Row) -> Result<TaskRecord, StoreError> {
         output: opt_json(row, 7, "tasks.output")?,
         created_at: Timestamp(get(row, 8)?),
         updated_at: Timestamp(get(row, 9)?),
+        bucket: bucket(row, 10)?,
     })
 }
 
@@ -89,6 +95,7 @@ pub fn step(row: &Row) -> Result<StepRecord, StoreError> {
         retry: retry_policy(row, 18)?,
         created_at: Timestamp(get(row, 19)?),
         updated_at: Timestamp(get(row, 20)?),
+        bucket: bucket(row, 21)?,
     })
 }
 

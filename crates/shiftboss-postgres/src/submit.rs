@@ -68,11 +68,20 @@ pub async fn submit(t: &Tx<'_>, p: &SubmitTask) -> Result<Submitted, StoreError>
     })?;
     let row = t
         .query_opt(
-            "INSERT INTO tasks (task_key, workflow, workflow_version, state, priority, input, created_at, updated_at)
-             VALUES ($1, $2, $3, 'running', $4, $5, $6, $6)
+            "INSERT INTO tasks (task_key, workflow, workflow_version, state, priority, input, created_at, updated_at,
+                                bucket)
+             VALUES ($1, $2, $3, 'running', $4, $5, $6, $6, $7)
              ON CONFLICT (task_key) DO NOTHING
              RETURNING id",
-            &[&p.key, &p.workflow, &pg_int(version)?, &p.priority, &p.input.to_string(), &t.now.0],
+            &[
+                &p.key,
+                &p.workflow,
+                &pg_int(version)?,
+                &p.priority,
+                &p.input.to_string(),
+                &t.now.0,
+                &i32::from(shiftboss_core::buckets::bucket_of(&p.key)),
+            ],
         )
         .await?;
     let Some(row) = row else {

@@ -76,7 +76,12 @@ async fn submit_in_a_committed_transaction_writes_both() {
     assert_eq!(task.id, s.task_id);
     let d = a.store.get_task(s.task_id).await.unwrap().unwrap();
     assert_eq!(d.events[0].kind, "task.received");
-    let p = ClaimDueSteps { instance: InstanceId::new("sched-1").unwrap(), limit: 10, agents: vec!["pay".into()] };
+    let p = ClaimDueSteps {
+        instance: InstanceId::new("sched-1").unwrap(),
+        limit: 10,
+        agents: vec!["pay".into()],
+        buckets: None,
+    };
     let claimed = a.store.claim_due_steps(p).await.unwrap();
     assert_eq!(claimed.iter().map(|c| c.task_id).collect::<Vec<_>>(), vec![s.task_id], "claimable at once");
 }

@@ -112,8 +112,8 @@ fn insert_step(
     let key = uuid::Uuid::new_v4().to_string();
     let priority = task_priority.saturating_add(step.priority);
     t.tx.prepare_cached(
-        "INSERT INTO steps (task_id, name, agent, state, due_at, priority, input, idempotency_key, timeout_ms, config, retry, created_at, updated_at)
-         VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?4, ?4)",
+        "INSERT INTO steps (task_id, name, agent, state, due_at, priority, input, idempotency_key, timeout_ms, config, retry, created_at, updated_at, bucket)
+         VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?4, ?4, (SELECT bucket FROM tasks WHERE id = ?1))",
     )
     .and_then(|mut st| {
         st.execute(params![

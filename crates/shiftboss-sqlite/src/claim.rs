@@ -14,6 +14,11 @@ pub fn claim_due_steps(t: &Tx<'_>, p: &ClaimDueSteps) -> Result<Vec<ClaimedStep>
         return Ok(Vec::new());
     }
     let agents: Rc<Vec<Value>> = Rc::new(p.agents.iter().map(|a| Value::from(a.clone())).collect());
+    let filtered = p.buckets.is_some();
+    if p.buckets.as_ref().is_some_and(Vec::is_empty) {
+        return Ok(Vec::new());
+    }
+    let buckets: Rc<Vec<Value>> = Rc::new(p.buckets.iter().flatten().map(|b| Value::from(i64::from(*b))).collect());
     // One statement picks and locks: inside the IMMEDIATE transaction no other writer runs, so no
     // other scheduler, in this process or another, can claim the same rows.
     let mut st =
@@ -22,12 +27,13 @@ pub fn claim_due_steps(t: &Tx<'_>, p: &ClaimDueSteps) -> Result<Vec<ClaimedStep>
                     lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?2
              WHERE id IN (SELECT id FROM steps
                           WHERE state = 'pending' AND due_at <= ?2 AND agent IN rarray(?3)
+                                AND (?5 = 0 OR bucket IN rarray(?6))
                           ORDER BY priority DESC, due_at, id LIMIT ?4)
              RETURNING id, task_id, name, agent, lease_token, complete_by, attempts, input, config, idempotency_key",
         )
         .map_err(map_err)?;
     let rows = st
-        .query_map(rusqlite::params![p.instance.as_str(), t.now.0, agents, p.limit], |r| {
+        .query_map(rusqlite::params![p.instance.as_str(), t.now.0, agents, p.limit, filtered, buckets], |r| {
             Ok(ClaimedStep {
                 id: StepId(r.get(0)?),
                 task_id: TaskId(r.get(1)?),

@@ -18,6 +18,7 @@ mod operator;
 mod query;
 mod replies;
 mod rows;
+mod schedulers;
 mod submit;
 mod tx;
 
@@ -26,9 +27,10 @@ pub use open::{Durability, OpenOptions, SCHEMA_VERSION};
 use async_trait::async_trait;
 use error::map_err;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
+use shiftboss_core::buckets::Member;
 use shiftboss_core::model::TaskRecord;
 use shiftboss_core::workflow::WorkflowDef;
-use shiftboss_core::{TaskId, TaskState, Timestamp};
+use shiftboss_core::{InstanceId, TaskId, TaskState, Timestamp};
 use shiftboss_store::*;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -210,5 +212,14 @@ impl Store for SqliteStore {
 
     async fn task_counts(&self) -> Result<Vec<(TaskState, u64)>> {
         self.read(query::task_counts).await
+    }
+
+    async fn heartbeat(&self, p: Heartbeat) -> Result<Vec<Member>> {
+        self.write(move |t| schedulers::heartbeat(t, &p)).await
+    }
+
+    async fn sign_off(&self, instance: &InstanceId) -> Result<()> {
+        let instance = instance.clone();
+        self.write(move |t| schedulers::sign_off(t, &instance)).await
     }
 }

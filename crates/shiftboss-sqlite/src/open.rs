@@ -11,7 +11,7 @@ use std::time::Duration;
 pub const APPLICATION_ID: i32 = 0x5342_4f53;
 
 /// Every migration, in order; the schema version is the number of migrations applied.
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_initial.sql")];
+const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_initial.sql"), include_str!("migrations/0002_buckets.sql")];
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;

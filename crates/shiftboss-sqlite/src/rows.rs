@@ -8,11 +8,11 @@ use shiftboss_core::{LeaseToken, StepId, TaskId, Timestamp};
 use std::time::Duration;
 
 pub const TASK_COLUMNS: &str =
-    "id, task_key, workflow, workflow_version, state, priority, input, output, created_at, updated_at";
+    "id, task_key, workflow, workflow_version, state, priority, input, output, created_at, updated_at, bucket";
 
 pub const STEP_COLUMNS: &str = "id, task_id, name, agent, state, locked_by, complete_by, lease_token, due_at, \
      priority, failure_count, attempts, last_error, input, output, idempotency_key, timeout_ms, config, retry, \
-     created_at, updated_at";
+     created_at, updated_at, bucket";
 
 pub const EVENT_COLUMNS: &str = "id, task_id, step_id, at, kind, level, actor, detail";
 
@@ -46,6 +46,7 @@ pub fn task(row: &Row<'_>) -> rusqlite::Result<TaskRecord> {
         output: opt_json(row, 7, "tasks.output")?,
         created_at: Timestamp(row.get(8)?),
         updated_at: Timestamp(row.get(9)?),
+        bucket: row.get(10)?,
     })
 }
 
@@ -78,6 +79,7 @@ pub fn step(row: &Row<'_>) -> rusqlite::Result<StepRecord> {
         retry,
         created_at: Timestamp(row.get(19)?),
         updated_at: Timestamp(row.get(20)?),
+        bucket: row.get(21)?,
     })
 }
 

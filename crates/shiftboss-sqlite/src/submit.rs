@@ -6,6 +6,7 @@ use crate::tx::Tx;
 use rusqlite::{OptionalExtension, params};
 use serde_json::json;
 use shiftboss_core::TaskId;
+use shiftboss_core::buckets::bucket_of;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_store::{RegisterOutcome, StoreError, SubmitTask, Submitted, event_kind as ev};
@@ -82,9 +83,9 @@ pub fn submit(t: &Tx<'_>, p: &SubmitTask) -> Result<Submitted, StoreError> {
         other => other,
     })?;
     t.tx.execute(
-        "INSERT INTO tasks (task_key, workflow, workflow_version, state, priority, input, created_at, updated_at)
-         VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?6)",
-        params![p.key, p.workflow, version, p.priority, p.input.to_string(), t.now.0],
+        "INSERT INTO tasks (task_key, workflow, workflow_version, state, priority, input, created_at, updated_at, bucket)
+         VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?6, ?7)",
+        params![p.key, p.workflow, version, p.priority, p.input.to_string(), t.now.0, bucket_of(&p.key)],
     )
     .map_err(map_err)?;
     let task_id = TaskId(t.tx.last_insert_rowid());

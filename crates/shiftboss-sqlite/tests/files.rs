@@ -117,6 +117,7 @@ async fn reopening_a_store_keeps_its_data() {
             instance: shiftboss_core::InstanceId::new("sched-1").unwrap(),
             limit: 1,
             agents: vec!["pay".into()],
+            buckets: None,
         };
         assert_eq!(store.claim_due_steps(p).await.unwrap().len(), 1);
         (store.get_task(task).await.unwrap().unwrap(), store.summarize().await.unwrap())
@@ -158,6 +159,7 @@ async fn submit_in_a_committed_transaction_writes_both() {
         instance: shiftboss_core::InstanceId::new("sched-1").unwrap(),
         limit: 10,
         agents: vec!["pay".into()],
+        buckets: None,
     };
     let claimed = store.claim_due_steps(p).await.unwrap();
     assert_eq!(claimed.iter().map(|c| c.task_id).collect::<Vec<_>>(), vec![s.task_id]);
@@ -185,4 +187,29 @@ async fn submit_in_a_rolled_back_transaction_writes_neither() {
     let tx = app.transaction().unwrap();
     assert!(shiftboss_sqlite::submit_task_in(&tx, &submit("order-2")).unwrap().created);
     tx.commit().unwrap();
+}
+
+#[tokio::test]
+async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    // A file exactly as the first schema version left it, with one task in it.
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute_batch(include_str!("../src/migrations/0001_initial.sql")).unwrap();
+    c.execute_batch(&format!(
+        "PRAGMA user_version = 1; PRAGMA application_id = {};
+         INSERT INTO workflows VALUES ('w', 1, '{{\"name\":\"w\",\"steps\":[{{\"name\":\"a\",\"agent\":\"x\"}}]}}', 0);
+         INSERT INTO tasks (task_key, workflow, workflow_version, state, input, created_at, updated_at)
+              VALUES ('old', 'w', 1, 'running', '{{}}', 0, 0);",
+        shiftboss_sqlite::open::APPLICATION_ID
+    ))
+    .unwrap();
+    drop(c);
+    let store = shiftboss_sqlite::SqliteStore::open(&path, &shiftboss_sqlite::OpenOptions::default()).unwrap();
+    let old = shiftboss_store::Store::find_task_by_key(&store, "old").await.unwrap().expect("the old task is kept");
+    assert_eq!(old.bucket, 0, "tasks from before buckets land in bucket 0");
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let v: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(v, shiftboss_sqlite::SCHEMA_VERSION);
+    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 2);
 }

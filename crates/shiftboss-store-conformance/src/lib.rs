@@ -112,6 +112,11 @@ macro_rules! conformance_suite {
                 list_tasks_filters_and_pages_newest_first,
                 summarize_counts,
             }
+            buckets {
+                tasks_and_steps_carry_the_bucket_of_their_key,
+                claims_take_only_the_buckets_asked_for,
+                heartbeats_list_the_live_schedulers,
+            }
         );
     };
     (@modules $fixture:expr; $( $module:ident { $( $case:ident ),* $(,)? } )*) => {

@@ -62,7 +62,12 @@ impl<S: Store> Harness<S> {
     }
 
     pub async fn claim(&self, instance: &str, agents: &[&str], limit: u32) -> Vec<ClaimedStep> {
-        let p = ClaimDueSteps { instance: id(instance), limit, agents: agents.iter().map(|a| a.to_string()).collect() };
+        let p = ClaimDueSteps {
+            instance: id(instance),
+            limit,
+            agents: agents.iter().map(|a| a.to_string()).collect(),
+            buckets: None,
+        };
         self.store.claim_due_steps(p).await.unwrap_or_else(|e| panic!("claim for {instance}: {e}"))
     }
 

@@ -15,9 +15,10 @@ pub use error::StoreError;
 pub use params::*;
 
 use async_trait::async_trait;
+use shiftboss_core::buckets::Member;
 use shiftboss_core::model::TaskRecord;
 use shiftboss_core::workflow::WorkflowDef;
-use shiftboss_core::{TaskId, TaskState, Timestamp};
+use shiftboss_core::{InstanceId, TaskId, TaskState, Timestamp};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -80,4 +81,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Tasks per state only: cheap enough to poll for progress while work runs.
     async fn task_counts(&self) -> Result<Vec<(TaskState, u64)>>;
+
+    /// Records that a scheduler is alive until now + ttl, and returns every live scheduler
+    /// (itself included), ordered by instance id.
+    async fn heartbeat(&self, p: Heartbeat) -> Result<Vec<Member>>;
+
+    /// A scheduler that stops says so, so that the others take its buckets at once.
+    async fn sign_off(&self, instance: &InstanceId) -> Result<()>;
 }

@@ -63,6 +63,18 @@ pub struct ClaimDueSteps {
     pub limit: u32,
     /// Only steps of these agents: an instance claims only what it can run.
     pub agents: Vec<String>,
+    /// Only steps in these load-balance buckets (M3); `None` claims from every bucket.
+    pub buckets: Option<Vec<u16>>,
+}
+
+/// A scheduler says it is alive, and learns who else is, to compute its share of the buckets.
+#[derive(Debug, Clone)]
+pub struct Heartbeat {
+    pub instance: InstanceId,
+    /// Its share of the machine power (M3); at least 1.
+    pub weight: u32,
+    /// How long it counts as alive without another heartbeat.
+    pub ttl: Duration,
 }
 
 /// A step claimed by an instance: everything its agent needs.

@@ -14,6 +14,9 @@
 //! first_delay = "0s"
 //! poll_mode = "fixed-delay"        # or "fixed-rate"
 //! agents = ["stock", "payment"]    # the agent types served; default: all
+//! buckets = "share"                # "all" (default), "share" (by weight among live schedulers) or "0-127,200"
+//! weight = 2                       # this scheduler's share of the machine power, with "share"
+//! heartbeat_ttl = "6s"
 //!
 //! [supervisor]
 //! interval = "1s"
@@ -67,6 +70,10 @@ pub struct SchedulerSection {
     pub first_delay: Option<Duration>,
     pub poll_mode: Option<PollMode>,
     pub agents: Option<Vec<String>>,
+    pub buckets: Option<String>,
+    pub weight: Option<u32>,
+    #[serde(default, with = "serde_duration::option")]
+    pub heartbeat_ttl: Option<Duration>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -113,6 +120,8 @@ mod tests {
         assert_eq!(c.roles, Some(vec![Role::Scheduler, Role::Supervisor]));
         assert_eq!(c.scheduler.poll_mode, Some(PollMode::FixedDelay));
         assert_eq!(c.scheduler.poll_interval, Some(Duration::from_millis(500)));
+        assert_eq!(c.scheduler.buckets.as_deref(), Some("share"));
+        assert_eq!(c.scheduler.weight, Some(2));
         assert_eq!(c.agents["stock"].base_url, "http://127.0.0.1:8081");
         assert!(matches!(c.agents["stock"].retry, Some(RetryPolicy::Exponential { .. })));
     }

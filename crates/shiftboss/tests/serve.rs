@@ -186,6 +186,9 @@ fn a_bad_config_or_db_url_is_refused_with_a_clear_message() {
     assert_eq!(o.status.code(), Some(2));
     let o = bin().arg("--db").arg(&db).args(["serve", "--poll-mode", "sometimes"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
+    let o = bin().arg("--db").arg(&db).args(["serve", "--buckets", "3-999"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("out of range"), "{}", String::from_utf8_lossy(&o.stderr));
     let o = bin().arg("--db").arg(&db).args(["serve", "--agent", "svc=ftp://x"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("only http://"), "{}", String::from_utf8_lossy(&o.stderr));

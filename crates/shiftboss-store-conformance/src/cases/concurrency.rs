@@ -54,7 +54,12 @@ async fn work<S: Store>(store: S, instance: &'static str) -> (S, Vec<StepId>) {
     let mut idle = 0;
     loop {
         let claimed = store
-            .claim_due_steps(ClaimDueSteps { instance: id(instance), limit: 3, agents: vec![WORKER.into()] })
+            .claim_due_steps(ClaimDueSteps {
+                instance: id(instance),
+                limit: 3,
+                agents: vec![WORKER.into()],
+                buckets: None,
+            })
             .await
             .expect("claim");
         if claimed.is_empty() {
@@ -104,7 +109,7 @@ pub async fn reads_see_one_snapshot_while_another_handle_writes<F: Fixture>(f: F
 
     let writing = tokio::spawn(async move {
         loop {
-            let p = ClaimDueSteps { instance: id("sched-w"), limit: 5, agents: vec![WORKER.into()] };
+            let p = ClaimDueSteps { instance: id("sched-w"), limit: 5, agents: vec![WORKER.into()], buckets: None };
             let claimed = writer.claim_due_steps(p).await.expect("claim");
             if claimed.is_empty() {
                 return;

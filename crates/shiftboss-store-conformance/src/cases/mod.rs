@@ -1,6 +1,7 @@
 //! The cases, one module per store operation. Each `pub async fn` takes a fresh fixture and panics
 //! when the behaviour its name states is broken. [`crate::conformance_suite!`] lists them all.
 
+pub mod buckets;
 pub mod cancel;
 pub mod claim;
 pub mod concurrency;

@@ -6,7 +6,7 @@ use crate::target::DbTarget;
 use anyhow::{Context, bail};
 use clap::Args;
 use shiftboss_core::InstanceId;
-use shiftboss_engine::{Engine, EngineConfig, HttpAgent, PollMode, Roles};
+use shiftboss_engine::{BucketPolicy, Engine, EngineConfig, HttpAgent, PollMode, Roles};
 use std::time::Duration;
 
 #[derive(Debug, Args)]
@@ -37,6 +37,13 @@ pub struct ServeArgs {
     /// The agent types this scheduler serves (comma-separated); default: every agent it has.
     #[arg(long, value_delimiter = ',')]
     serve_agents: Option<Vec<String>>,
+    /// The load-balance buckets this scheduler claims from: all (default), share (its weighted
+    /// share among the live schedulers, re-shared when one dies) or a list such as 0-127,200.
+    #[arg(long)]
+    buckets: Option<String>,
+    /// This scheduler's weight when buckets are shared (its share of the machine power).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    weight: Option<u32>,
     /// An HTTP agent NAME wrapping the service at URL (repeatable), besides the config file's.
     #[arg(long = "agent", value_name = "NAME=URL", value_parser = parse_agent)]
     agents: Vec<(String, String)>,
@@ -74,7 +81,7 @@ fn host_name() -> String {
 
 impl ServeArgs {
     /// Flags (and their environment variables) over the file over the defaults.
-    fn engine_config(&self, file: &FileConfig) -> EngineConfig {
+    fn engine_config(&self, file: &FileConfig) -> anyhow::Result<EngineConfig> {
         let mut c = EngineConfig::default();
         let roles = self.roles.clone().or_else(|| file.roles.clone());
         if let Some(roles) = roles {
@@ -98,6 +105,17 @@ impl ServeArgs {
             s.poll_mode = v;
         }
         s.agents = self.serve_agents.clone().or_else(|| fs.agents.clone());
+        let weight = self.weight.or(fs.weight).unwrap_or(1);
+        s.buckets = match self.buckets.as_deref().or(fs.buckets.as_deref()) {
+            None | Some("all") => BucketPolicy::All,
+            Some("share") => BucketPolicy::Share { weight },
+            Some(list) => BucketPolicy::List(
+                shiftboss_core::buckets::parse_list(list).map_err(|e| anyhow::anyhow!("buckets: {e}"))?,
+            ),
+        };
+        if let Some(t) = fs.heartbeat_ttl {
+            s.heartbeat_ttl = t;
+        }
         let (v, fv) = (&mut c.supervisor, &file.supervisor);
         if let Some(x) = self.supervisor_interval.or(fv.interval) {
             v.interval = x;
@@ -108,11 +126,11 @@ impl ServeArgs {
         if let Some(x) = self.leader_ttl.or(fv.leader_ttl) {
             v.leader_ttl = x;
         }
-        c
+        Ok(c)
     }
 
     pub async fn run(self, db: &DbTarget, file: &FileConfig) -> anyhow::Result<()> {
-        let config = self.engine_config(file);
+        let config = self.engine_config(file)?;
         if !config.roles.scheduler && !config.roles.supervisor {
             bail!("--roles names no role: use scheduler, supervisor or both");
         }
