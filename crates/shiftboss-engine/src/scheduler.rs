@@ -79,6 +79,9 @@ impl Scheduler {
         let mut running = JoinSet::new();
         let agents = this.config.agents.clone().unwrap_or_else(|| this.agents.names());
         let mut owned = Owned::new(&this.config.buckets);
+        // Other processes' new work wakes this one at once where the store can tell (LISTEN/NOTIFY).
+        let bell = this.wake.clone();
+        let _subscription = this.store.subscribe_due_work(Arc::new(move || bell.notify_one()));
         while !*shutdown.borrow() {
             this.heartbeat_if_due(&mut owned).await;
             let free = slots.available_permits().min(this.config.claim_batch as usize);

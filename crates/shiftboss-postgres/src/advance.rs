@@ -129,5 +129,6 @@ async fn insert_step(
         )
         .await?;
     let step_id = StepId(get(&row, 0)?);
+    t.mark_due_now();
     t.event(task_id, Some(step_id), ev::STEP_SCHEDULED, EventLevel::Info, actor, json!({"step": step.name})).await
 }

@@ -90,7 +90,11 @@ pub async fn release_instance_claims(
     let sql = format!("SELECT {HELD_COLUMNS} FROM steps WHERE state = 'processing' AND locked_by = $1 ORDER BY id");
     let rows = t.query(&sql, &[&instance]).await?;
     let held = rows.iter().map(read_held).collect::<Result<Vec<_>, _>>()?;
-    take_back(t, held, policies, Lapse::Released, instance).await
+    let report = take_back(t, held, policies, Lapse::Released, instance).await?;
+    if report.retried > 0 {
+        t.mark_due_now();
+    }
+    Ok(report)
 }
 
 async fn take_back(

@@ -38,6 +38,7 @@ mod claim;
 mod error;
 mod expire;
 mod leader;
+mod listen;
 pub mod migrate;
 mod operator;
 mod query;
@@ -96,6 +97,8 @@ pub struct PostgresStore {
 
 struct Inner {
     pool: Pool,
+    /// For the LISTEN connections of due-work subscriptions.
+    config: tokio_postgres::Config,
     defs: DefCache,
     clock: Clock,
     schema: String,
@@ -131,7 +134,8 @@ impl PostgresStore {
         if config.get_application_name().is_none() {
             config.application_name("shiftboss");
         }
-        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager =
+            Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(opts.pool_size.max(1))
             .runtime(Runtime::Tokio1)
@@ -140,7 +144,7 @@ impl PostgresStore {
             .build()
             .map_err(|e| StoreError::InvalidInput(format!("connection pool: {e}")))?;
         let store = PostgresStore {
-            inner: Arc::new(Inner { pool, defs: DefCache::default(), clock, schema: opts.schema.clone() }),
+            inner: Arc::new(Inner { pool, config, defs: DefCache::default(), clock, schema: opts.schema.clone() }),
         };
         if opts.run_migrations {
             store.migrate().await?;
@@ -175,8 +179,9 @@ impl PostgresStore {
         let mut c = self.inner.pool.get().await.map_err(pool_err)?;
         let tx = c.transaction().await.map_err(map_err)?;
         let db = Conn::new(tx.client(), Some(&tx.statement_cache));
-        let t = Tx { db, now: self.now_on(&db).await?, defs: &self.inner.defs };
+        let t = Tx { db, now: self.now_on(&db).await?, defs: &self.inner.defs, due_now: Default::default() };
         let out = f(&t).await?;
+        t.notify_if_due(&self.inner.schema).await?;
         tx.commit().await.map_err(map_err)?;
         Ok(out)
     }
@@ -222,7 +227,13 @@ pub async fn submit_task_in(tx: &tokio_postgres::Transaction<'_>, schema: &str, 
     let db = Conn::new(tx.client(), None);
     let defs = DefCache::default();
     let out = match tx::db_now(&db).await {
-        Ok(now) => submit::submit(&Tx { db, now, defs: &defs }, p).await,
+        Ok(now) => {
+            let t = Tx { db, now, defs: &defs, due_now: Default::default() };
+            match submit::submit(&t, p).await {
+                Ok(s) => t.notify_if_due(schema).await.map(|()| s),
+                Err(e) => Err(e),
+            }
+        }
         Err(e) => Err(e),
     };
     // Put the caller's path back whatever happened, unless the transaction is aborted (then the
@@ -319,5 +330,9 @@ impl Store for PostgresStore {
 
     async fn sign_off(&self, instance: &InstanceId) -> Result<()> {
         self.write(async |t| schedulers::sign_off(t, instance).await).await
+    }
+
+    fn subscribe_due_work(&self, wake: WakeFn) -> Subscription {
+        listen::subscribe(self.inner.config.clone(), listen::channel(&self.inner.schema), wake)
     }
 }

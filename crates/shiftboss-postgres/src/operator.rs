@@ -33,6 +33,7 @@ pub async fn resubmit_step(t: &Tx<'_>, p: &ResubmitStep) -> Result<(), StoreErro
         &[&p.step_id.0, &next.as_str(), &t.now.0],
     )
     .await?;
+    t.mark_due_now();
     t.event(task_id, Some(p.step_id), ev::STEP_RESUBMITTED, EventLevel::Info, &p.actor, json!({"reason": p.reason}))
         .await?;
     if task_state == TaskState::Failed {

@@ -96,6 +96,23 @@ pub struct Tx<'a> {
     pub db: Conn<'a>,
     pub now: Timestamp,
     pub defs: &'a DefCache,
+    /// Set when the transaction makes work due now: its commit then notifies the listeners.
+    pub due_now: std::sync::atomic::AtomicBool,
+}
+
+impl Tx<'_> {
+    pub fn mark_due_now(&self) {
+        self.due_now.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Sends the schema's due-work notification if this transaction made work due; PostgreSQL
+    /// delivers it at commit, and drops it on rollback.
+    pub async fn notify_if_due(&self, schema: &str) -> Result<(), StoreError> {
+        if self.due_now.load(std::sync::atomic::Ordering::Relaxed) {
+            self.execute("SELECT pg_notify($1, '')", &[&crate::listen::channel(schema)]).await?;
+        }
+        Ok(())
+    }
 }
 
 impl<'a> Deref for Tx<'a> {

@@ -9,10 +9,12 @@ pub mod clock;
 pub mod error;
 pub mod event_kind;
 pub mod params;
+pub mod subscription;
 
 pub use clock::{Clock, ManualClock};
 pub use error::StoreError;
 pub use params::*;
+pub use subscription::{Subscription, WakeFn};
 
 use async_trait::async_trait;
 use shiftboss_core::buckets::Member;
@@ -88,4 +90,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// A scheduler that stops says so, so that the others take its buckets at once.
     async fn sign_off(&self, instance: &InstanceId) -> Result<()>;
+
+    /// Calls `wake` whenever any process makes work due now (a submission, a next step, a step
+    /// released or resubmitted), until the returned subscription is dropped. Best effort:
+    /// schedulers poll as well, so a missed call only delays work until the next poll. The
+    /// default has no channel and never calls.
+    fn subscribe_due_work(&self, _wake: WakeFn) -> Subscription {
+        Subscription::none()
+    }
 }

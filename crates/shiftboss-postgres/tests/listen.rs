@@ -1,0 +1,131 @@
+//! LISTEN/NOTIFY: work made due by one process wakes the subscribers of another at once; the
+//! listening connection survives being killed; dropping the subscription closes it.
+
+mod common;
+
+use common::{TestSchema, admin, test_db};
+use serde_json::json;
+use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_postgres::PostgresStore;
+use shiftboss_store::{Store, SubmitTask};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::timeout;
+
+fn task(key: &str) -> SubmitTask {
+    SubmitTask {
+        key: key.into(),
+        workflow: "w".into(),
+        version: None,
+        input: json!({}),
+        priority: 0,
+        actor: "test".into(),
+    }
+}
+
+/// How many server processes are LISTENing on this schema's channel.
+async fn listeners(url: &str, schema: &str) -> i64 {
+    let c = admin(url).await;
+    let sql = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND query LIKE '%' || $1 || '%'";
+    c.query_one(sql, &[&format!("shiftboss_due_{schema}")]).await.unwrap().get(0)
+}
+
+async fn wait_listeners(url: &str, schema: &str, want: i64) {
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
+    while listeners(url, schema).await != want {
+        assert!(tokio::time::Instant::now() < give_up, "listeners on {schema} never became {want}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_processes_submission_wakes_a_subscriber_and_survives_a_killed_listener() {
+    let Some(url) = test_db() else { return };
+    let s = TestSchema::migrated(&url).await;
+    let a = PostgresStore::connect(&url, &s.options(false)).await.unwrap();
+    let b = PostgresStore::connect(&url, &s.options(false)).await.unwrap();
+    let wf = WorkflowDef::from_json(r#"{"name":"w","steps":[{"name":"a","agent":"x"}]}"#).unwrap();
+    b.register_workflow(&wf).await.unwrap();
+
+    let bell = Arc::new(Notify::new());
+    let rings = Arc::new(AtomicU32::new(0));
+    let (bell2, rings2) = (bell.clone(), rings.clone());
+    let sub = a.subscribe_due_work(Arc::new(move || {
+        rings2.fetch_add(1, Ordering::SeqCst);
+        bell2.notify_one();
+    }));
+    wait_listeners(&url, &s.name, 1).await;
+    // The ring on connecting may already be stored in the Notify: take it.
+    let _ = timeout(Duration::from_millis(200), bell.notified()).await;
+
+    // A submission through another handle (another process, as far as the database knows).
+    let before = rings.load(Ordering::SeqCst);
+    b.submit_task(task("t1")).await.unwrap();
+    timeout(Duration::from_secs(5), bell.notified()).await.expect("the submission woke the subscriber");
+    assert!(rings.load(Ordering::SeqCst) > before);
+
+    // The listening connection is killed: it reconnects, and the next submission still rings.
+    let c = admin(&url).await;
+    let killed: i64 = c
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE query LIKE 'LISTEN %' AND query LIKE '%' || $1 || '%'",
+            &[&format!("shiftboss_due_{}", s.name)],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(killed, 1);
+    wait_listeners(&url, &s.name, 1).await;
+    let _ = timeout(Duration::from_millis(200), bell.notified()).await;
+    b.submit_task(task("t2")).await.unwrap();
+    timeout(Duration::from_secs(5), bell.notified()).await.expect("a submission after the reconnect rang");
+
+    // Dropping the subscription closes its connection.
+    drop(sub);
+    wait_listeners(&url, &s.name, 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_due_later_does_not_ring_but_a_resubmit_does() {
+    let Some(url) = test_db() else { return };
+    let s = TestSchema::migrated(&url).await;
+    let a = PostgresStore::connect(&url, &s.options(false)).await.unwrap();
+    let wf = WorkflowDef::from_json(r#"{"name":"w","steps":[{"name":"a","agent":"x"}]}"#).unwrap();
+    a.register_workflow(&wf).await.unwrap();
+    let bell = Arc::new(Notify::new());
+    let bell2 = bell.clone();
+    let _sub = a.subscribe_due_work(Arc::new(move || bell2.notify_one()));
+    wait_listeners(&url, &s.name, 1).await;
+    let _ = timeout(Duration::from_millis(200), bell.notified()).await;
+
+    // A claim makes nothing due: no ring. (Bounded wait: the absence of a ring is the point.)
+    a.submit_task(task("t1")).await.unwrap();
+    timeout(Duration::from_secs(5), bell.notified()).await.expect("submission rang");
+    let p = shiftboss_store::ClaimDueSteps {
+        instance: shiftboss_core::InstanceId::new("s").unwrap(),
+        limit: 1,
+        agents: vec!["x".into()],
+        buckets: None,
+    };
+    let c = a.claim_due_steps(p).await.unwrap().remove(0);
+    assert!(timeout(Duration::from_millis(300), bell.notified()).await.is_err(), "a claim rang the bell");
+
+    // A permanent error, then an operator's resubmit: the resubmit makes the step due again.
+    let reply = shiftboss_store::Reply {
+        step_id: c.id,
+        lease_token: c.lease_token,
+        result: shiftboss_store::ReplyResult::PermanentError("no".into()),
+    };
+    a.record_replies(shiftboss_store::RecordReplies {
+        instance: shiftboss_core::InstanceId::new("s").unwrap(),
+        replies: vec![reply],
+    })
+    .await
+    .unwrap();
+    let r = shiftboss_store::ResubmitStep { step_id: c.id, actor: "ops".into(), reason: "fixed".into() };
+    a.resubmit_step(r).await.unwrap();
+    timeout(Duration::from_secs(5), bell.notified()).await.expect("the resubmit rang");
+}
