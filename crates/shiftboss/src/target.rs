@@ -38,6 +38,14 @@ impl DbTarget {
         Ok(DbTarget::Sqlite(PathBuf::from(s)))
     }
 
+    /// The target as given, password included: for child processes' environment, never for display.
+    pub fn raw(&self) -> String {
+        match self {
+            DbTarget::Sqlite(p) => format!("sqlite:{}", p.display()),
+            DbTarget::Postgres(url) => url.clone(),
+        }
+    }
+
     /// Opens the store. Commands that only look at or act on existing tasks pass `create: false`,
     /// so that a mistyped path is an error rather than a new empty database.
     pub async fn open(&self, create: bool) -> anyhow::Result<Arc<dyn Store>> {

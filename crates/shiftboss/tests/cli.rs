@@ -192,3 +192,56 @@ fn bad_arguments_are_refused_before_anything_runs() {
     }
     assert!(!db.exists(), "a refused command created the database");
 }
+
+/// Processes whose command line contains `needle`.
+fn processes_matching(needle: &str) -> usize {
+    let out = Command::new("pgrep").args(["-f", "-c", needle]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0)
+}
+
+#[test]
+fn extra_scheduler_processes_share_the_demo_and_never_outlive_it() {
+    let (_d, db) = temp_db();
+    let id = format!("t{:08x}", fastrand::u32(..));
+    // A low concurrency keeps the run long enough for the children to start and take a share.
+    let args =
+        ["demo", "--orders", "1000", "--no-faults", "--concurrency", "4", "--schedulers", "3", "--instance-id", &id];
+    let out = run(&db, &args);
+    let s = text(&out);
+    assert!(out.status.success(), "{s}");
+    assert!(s.contains("by 3 scheduler processes"), "{s}");
+    assert_eq!(processes_matching(&format!("instance-id {id}-")), 0, "children left behind after a clean end");
+    // The children claimed work too: their instance ids appear in the event log.
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let actors: Vec<String> = c
+        .prepare("SELECT DISTINCT actor FROM events WHERE kind = 'step.claimed'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(actors.iter().any(|a| a.starts_with(&format!("{id}-"))), "claims by {actors:?}");
+
+    // Killed without warning, the demo takes its children with it (their stdin closes).
+    let (_d2, db2) = temp_db();
+    let id2 = format!("t{:08x}", fastrand::u32(..));
+    let mut child = bin()
+        .arg("--db")
+        .arg(&db2)
+        .args(["demo", "--orders", "5000", "--schedulers", "3", "--instance-id", &id2])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while processes_matching(&format!("instance-id {id2}-")) < 2 {
+        assert!(Instant::now() < give_up, "the extra schedulers never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    while processes_matching(&format!("instance-id {id2}-")) > 0 {
+        assert!(Instant::now() < give_up, "extra schedulers outlived the killed demo");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -50,6 +50,10 @@ pub struct ServeArgs {
     /// How often the supervisor sweeps for lapsed leases.
     #[arg(long, value_parser = humantime::parse_duration)]
     supervisor_interval: Option<Duration>,
+    /// Stop when standard input closes: for a parent process (the demo) that starts serve
+    /// processes, so that they never outlive it, even when it is killed.
+    #[arg(long, hide = true)]
+    stop_when_stdin_closes: bool,
     /// The supervisor's leader lease time to live.
     #[arg(long, value_parser = humantime::parse_duration)]
     leader_ttl: Option<Duration>,
@@ -163,11 +167,27 @@ impl ServeArgs {
             if roles.supervisor { " supervisor" } else { "" }
         );
         let running = engine.start();
-        shutdown_signal().await;
+        if self.stop_when_stdin_closes {
+            tokio::select! {
+                _ = shutdown_signal() => {}
+                _ = stdin_closed() => {}
+            }
+        } else {
+            shutdown_signal().await;
+        }
         eprintln!("shiftboss serve: stopping (running steps get their grace period)");
         running.shutdown().await;
         Ok(())
     }
+}
+
+/// Resolves when standard input reaches its end (the parent closed it or died).
+async fn stdin_closed() {
+    let _ = tokio::task::spawn_blocking(|| {
+        let mut sink = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+    })
+    .await;
 }
 
 async fn shutdown_signal() {

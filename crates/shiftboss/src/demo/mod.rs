@@ -5,6 +5,7 @@
 //! the supervisor, and prints a summary. Killed at any point and started again, it picks up where
 //! it was: the orders are submitted under stable keys, so a rerun finds the same tasks.
 
+mod children;
 mod services;
 mod summary;
 mod workflow;
@@ -49,6 +50,10 @@ pub struct DemoArgs {
     /// This process's instance id; keep it across restarts so it takes back what it held.
     #[arg(long, default_value = "demo")]
     instance_id: String,
+    /// Scheduler processes: this one, plus N-1 `shiftboss serve` child processes sharing the
+    /// store (worth it with PostgreSQL; SQLite serialises writers anyway).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    schedulers: u32,
 }
 
 fn rate(s: &str) -> Result<f64, String> {
@@ -130,8 +135,10 @@ pub async fn run(db: &DbTarget, args: DemoArgs) -> anyhow::Result<bool> {
         args.orders, db, stock.base_url, payment.base_url, shipping.base_url
     );
 
+    let processed_before = store.summarize().await?.steps_in(shiftboss_core::StepState::Processed);
     let started = Instant::now();
     let running = engine.start();
+    let children = children::start(db, &args, &[("stock", &stock), ("payment", &payment), ("shipping", &shipping)])?;
     let bar = indicatif::ProgressBar::new(u64::from(args.orders));
     bar.set_style(
         indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} orders done {msg}")
@@ -142,12 +149,16 @@ pub async fn run(db: &DbTarget, args: DemoArgs) -> anyhow::Result<bool> {
         _ = tokio::signal::ctrl_c() => true,
     };
     bar.finish_and_clear();
+    children.stop();
     running.shutdown().await;
     let elapsed = started.elapsed();
 
     let (applied_twice, duplicates_dropped) = summary::ledger_figures(&ledger)?;
+    let summary = store.summarize().await?;
     let report = summary::Report {
-        summary: store.summarize().await?,
+        processed_this_run: summary.steps_in(shiftboss_core::StepState::Processed).saturating_sub(processed_before),
+        schedulers: args.schedulers,
+        summary,
         metrics: engine.metrics(),
         elapsed,
         applied_twice,

@@ -8,6 +8,9 @@ use std::time::Duration;
 
 pub struct Report {
     pub summary: Summary,
+    /// Steps that became processed during this run, by any scheduler process.
+    pub processed_this_run: u64,
+    pub schedulers: u32,
     pub metrics: MetricsSnapshot,
     pub elapsed: Duration,
     pub applied_twice: Vec<(String, u64)>,
@@ -43,7 +46,7 @@ impl Report {
             s.steps_in(StepState::Processing),
         );
         println!(
-            "  retried               {} tries after transient faults (this run); {} steps claimed more than once",
+            "  retried               {} tries after transient faults (this run, this process); {} steps claimed more than once",
             self.metrics.in_call_retries, s.steps_retried
         );
         println!(
@@ -72,9 +75,11 @@ impl Report {
         );
         println!("  elapsed               {:.2} s (this run)", secs);
         println!(
-            "  throughput            {:.0} steps/s ({} steps processed this run)",
-            self.metrics.completed as f64 / secs,
-            self.metrics.completed
+            "  throughput            {:.0} steps/s ({} steps processed this run by {} scheduler process{})",
+            self.processed_this_run as f64 / secs,
+            self.processed_this_run,
+            self.schedulers,
+            if self.schedulers == 1 { "" } else { "es" }
         );
     }
 }
