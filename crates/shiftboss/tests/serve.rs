@@ -1,64 +1,14 @@
 //! `shiftboss serve` as real OS processes sharing one state store, and the configuration that
 //! drives it.
 
-use axum::Router;
-use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::routing::post;
+mod common;
+
+use common::{Serve, Service, bin};
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{StepState, TaskState};
 use shiftboss_sqlite::{OpenOptions, SqliteStore};
 use shiftboss_store::{Store, SubmitTask};
-use std::collections::HashMap;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_shiftboss"));
-    c.env_remove("SHIFTBOSS_DB").env_remove("SHIFTBOSS_CONFIG").stdin(Stdio::null());
-    c
-}
-
-/// A service that answers after a few milliseconds and counts requests per idempotency key.
-async fn start_service() -> (String, Arc<Mutex<HashMap<String, u32>>>) {
-    let seen: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
-    let app = Router::new()
-        .route(
-            "/{action}",
-            post(|State(seen): State<Arc<Mutex<HashMap<String, u32>>>>, h: HeaderMap| async move {
-                let key = h.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
-                *seen.lock().unwrap().entry(key).or_default() += 1;
-                tokio::time::sleep(Duration::from_millis(3)).await;
-                "{\"ok\":true}"
-            }),
-        )
-        .with_state(seen.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (url, seen)
-}
-
-fn serve(db: &Path, instance: &str, service: &str) -> Child {
-    bin()
-        .arg("--db")
-        .arg(db)
-        .args(["serve", "--instance-id", instance, "--agent", &format!("svc={service}")])
-        .args(["--poll-interval", "50ms", "--supervisor-interval", "100ms", "--leader-ttl", "1s"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-fn terminate(child: &mut Child) -> std::process::ExitStatus {
-    // SIGTERM: a graceful stop.
-    let pid = child.id().to_string();
-    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    child.wait().unwrap()
-}
 
 async fn completed(store: &SqliteStore) -> u64 {
     let c = store.task_counts().await.unwrap();
@@ -91,9 +41,11 @@ async fn two_serve_processes_share_the_work_and_survive_a_sigkill() {
         };
         store.submit_task(t).await.unwrap();
     }
-    let (url, seen) = start_service().await;
-    let mut p1 = serve(&db, "p1", &url);
-    let mut p2 = serve(&db, "p2", &url);
+    let service = Service::start(Duration::from_millis(3)).await;
+    let logs = tempfile::tempdir().unwrap();
+    let serve = |id: &str| Serve::new(db.to_str().unwrap(), id).service(&service.url).spawn(logs.path());
+    let mut p1 = serve("p1");
+    let mut p2 = serve("p2");
 
     // Kill p1 without warning once work is flowing, then start it again under the same id.
     let give_up = Instant::now() + Duration::from_secs(60);
@@ -101,26 +53,29 @@ async fn two_serve_processes_share_the_work_and_survive_a_sigkill() {
         assert!(Instant::now() < give_up, "no progress");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    p1.kill().unwrap();
-    p1.wait().unwrap();
+    p1.kill9();
     assert!(completed(&store).await < n, "killed with work left, or the test proves nothing");
-    let mut p1 = serve(&db, "p1", &url);
+    let mut p1 = serve("p1");
     while completed(&store).await < n {
         assert!(Instant::now() < give_up, "not every task finished: {:?}", store.task_counts().await.unwrap());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(terminate(&mut p1).success());
-    assert!(terminate(&mut p2).success());
+    assert!(p1.terminate().success());
+    assert!(p2.terminate().success());
 
     let s = store.summarize().await.unwrap();
     assert_eq!(s.steps_in(StepState::Processed), 3 * n);
-    let seen = seen.lock().unwrap().clone();
+    let seen = service.keys();
     assert_eq!(seen.len() as u64, 3 * n, "one idempotency key per step");
     // Repeats only for steps p1 held when it was killed: at most its concurrency, since a step
     // keeps its slot until its reply is recorded.
-    let repeats: u32 = seen.values().map(|c| c - 1).sum();
+    let repeats: u32 = seen.values().map(|k| k.requests - 1).sum();
     assert!(repeats <= 64, "{repeats} repeated requests");
-    assert_eq!(u64::from(repeats), s.releases, "every repeat is a step released after the kill");
+    // Every repeat is a step released after the kill; not every released step is a repeat: p1 may
+    // have claimed a step and died before its request went out (seen on a loaded machine).
+    assert!(s.releases > 0, "p1 held steps when it was killed");
+    assert!(u64::from(repeats) <= s.releases, "{repeats} repeats, {} steps released after the kill", s.releases);
+    assert_eq!(s.expiries, 0, "no lease lapsed: the restarted p1 took its steps back");
     // Both processes claimed work: the claims in the event log name both instances.
     let mut by = std::collections::HashSet::new();
     for id in 1..=n as i64 {
