@@ -49,11 +49,13 @@ pub async fn admin(url: &str) -> Client {
     client
 }
 
-/// A new schema name: `sbt_` then the creation time (8 hex digits of seconds) and 8 random hex
+/// A new schema name: `sbt_` then the creation time (8 hex digits of seconds) and 16 random hex
 /// digits, so that a leftover schema's age can be read from its name.
 pub fn fresh_schema_name() -> String {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as u32;
-    format!("sbt_{secs:08x}{:08x}", fastrand::u32(..))
+    // A v4 UUID's randomness comes from the operating system, not a per-process generator whose
+    // seeds could meet when many test processes start in the same instant.
+    format!("sbt_{secs:08x}{}", &uuid::Uuid::new_v4().simple().to_string()[..16])
 }
 
 /// A schema name that exists only for this test: dropped (with everything in it) on drop, even when
