@@ -9,11 +9,10 @@
 use crate::advance::{advance_task, lock_tasks};
 use crate::rows::{count, get, retry_policy};
 use crate::tx::Tx;
-use serde_json::json;
 use shiftboss_core::model::EventLevel;
-use shiftboss_core::retry::{RetryDecision, RetryPolicies, RetryPolicy};
-use shiftboss_core::state::StepEvent;
-use shiftboss_core::{StepId, StepState, TaskId};
+use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
+use shiftboss_core::{StepId, TaskId};
+use shiftboss_store::lapse::{self, Lapse, LapsedStep};
 use shiftboss_store::{ExpiryReport, LeaderTerm, StoreError, event_kind as ev};
 use tokio_postgres::Row;
 
@@ -25,15 +24,6 @@ struct Held {
     lease_token: i64,
     locked_by: Option<String>,
     retry: Option<RetryPolicy>,
-}
-
-/// Why a held step is being taken back.
-#[derive(Clone, Copy)]
-enum Lapse {
-    /// Its complete-by passed: retry after the policy's delay.
-    Expired,
-    /// Its holder restarted: retry at once.
-    Released,
 }
 
 const HELD_COLUMNS: &str = "id, task_id, agent, failure_count, lease_token, locked_by, retry";
@@ -107,45 +97,41 @@ async fn take_back(
     lock_tasks(t, &held.iter().map(|h| h.task_id).collect::<Vec<_>>()).await?;
     let mut report = ExpiryReport::default();
     for h in held {
-        let failures = h.failure_count + 1;
-        let policy = policies.resolve(&h.agent, h.retry.as_ref());
-        let decision = policy.after_failure(failures, fastrand::f64());
-        let give_up = decision == RetryDecision::GiveUp;
-        let next =
-            StepState::Processing.on(StepEvent::Expire { give_up }).expect("a processing step can always expire");
-        let due = match (decision, lapse) {
-            (RetryDecision::RetryAfter(d), Lapse::Expired) => t.now.plus(d),
-            _ => t.now,
+        let step = LapsedStep {
+            agent: &h.agent,
+            failure_count: h.failure_count,
+            retry: h.retry.as_ref(),
+            locked_by: h.locked_by.as_deref(),
+            lease_token: h.lease_token,
         };
-        let holder = h.locked_by.as_deref().unwrap_or("?");
-        let why = match lapse {
-            Lapse::Expired => format!("lease expired: no reply by complete-by (held by {holder})"),
-            Lapse::Released => format!("its scheduler {holder} restarted while holding it"),
-        };
+        let plan = lapse::plan(step, lapse, t.now, policies, fastrand::f64());
         let changed = t
             .execute(
                 "UPDATE steps SET state = $3, failure_count = $4, due_at = $5, last_error = $6,
                         locked_by = NULL, complete_by = NULL, updated_at = $7
                  WHERE id = $1 AND lease_token = $2 AND state = 'processing'",
-                &[&h.id.0, &h.lease_token, &next.as_str(), &crate::tx::pg_int(failures)?, &due.0, &why, &t.now.0],
+                &[
+                    &h.id.0,
+                    &h.lease_token,
+                    &plan.next.as_str(),
+                    &crate::tx::pg_int(plan.failure_count)?,
+                    &plan.due_at.0,
+                    &plan.why,
+                    &t.now.0,
+                ],
             )
             .await?;
         if changed != 1 {
             continue;
         }
-        let kind = match lapse {
-            Lapse::Expired => ev::STEP_EXPIRED,
-            Lapse::Released => ev::STEP_RELEASED,
-        };
-        let detail = json!({"failure_count": failures, "lease_token": h.lease_token, "held_by": h.locked_by, "retry_at": (!give_up).then_some(due.0)});
-        t.event(h.task_id, Some(h.id), kind, EventLevel::Info, actor, detail).await?;
-        if give_up {
-            report.gave_up += 1;
-            let detail = json!({"reason": "retry policy exhausted", "failure_count": failures, "error": why});
-            t.event(h.task_id, Some(h.id), ev::STEP_ERROR, EventLevel::Alert, actor, detail).await?;
-            advance_task(t, h.task_id, actor).await?;
-        } else {
-            report.retried += 1;
+        t.event(h.task_id, Some(h.id), plan.kind, EventLevel::Info, actor, plan.detail).await?;
+        match plan.alert {
+            Some(alert) => {
+                report.gave_up += 1;
+                t.event(h.task_id, Some(h.id), ev::STEP_ERROR, EventLevel::Alert, actor, alert).await?;
+                advance_task(t, h.task_id, actor).await?;
+            }
+            None => report.retried += 1,
         }
     }
     Ok(report)

@@ -4,11 +4,10 @@ use crate::advance::advance_task;
 use crate::error::map_err;
 use crate::tx::Tx;
 use rusqlite::params;
-use serde_json::json;
 use shiftboss_core::model::EventLevel;
-use shiftboss_core::retry::{RetryDecision, RetryPolicies, RetryPolicy};
-use shiftboss_core::state::StepEvent;
-use shiftboss_core::{StepId, StepState, TaskId};
+use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
+use shiftboss_core::{StepId, TaskId};
+use shiftboss_store::lapse::{self, Lapse, LapsedStep};
 use shiftboss_store::{ExpiryReport, LeaderTerm, StoreError, event_kind as ev};
 
 struct Held {
@@ -19,15 +18,6 @@ struct Held {
     lease_token: i64,
     locked_by: Option<String>,
     retry: Option<RetryPolicy>,
-}
-
-/// Why a held step is being taken back.
-#[derive(Clone, Copy)]
-pub enum Lapse {
-    /// Its complete-by passed: retry after the policy's delay.
-    Expired,
-    /// Its holder restarted: retry at once.
-    Released,
 }
 
 const HELD_COLUMNS: &str = "id, task_id, agent, failure_count, lease_token, locked_by, retry";
@@ -96,54 +86,43 @@ fn take_back(
 ) -> Result<ExpiryReport, StoreError> {
     let mut report = ExpiryReport::default();
     for h in held {
-        let failures = h.failure_count + 1;
-        let policy = policies.resolve(&h.agent, h.retry.as_ref());
-        let decision = policy.after_failure(failures, fastrand::f64());
-        let give_up = decision == RetryDecision::GiveUp;
-        let next =
-            StepState::Processing.on(StepEvent::Expire { give_up }).expect("a processing step can always expire");
-        let due = match (decision, lapse) {
-            (RetryDecision::RetryAfter(d), Lapse::Expired) => t.now.plus(d),
-            _ => t.now,
+        let step = LapsedStep {
+            agent: &h.agent,
+            failure_count: h.failure_count,
+            retry: h.retry.as_ref(),
+            locked_by: h.locked_by.as_deref(),
+            lease_token: h.lease_token,
         };
-        let why = match lapse {
-            Lapse::Expired => {
-                format!("lease expired: no reply by complete-by (held by {})", h.locked_by.as_deref().unwrap_or("?"))
-            }
-            Lapse::Released => {
-                format!("its scheduler {} restarted while holding it", h.locked_by.as_deref().unwrap_or("?"))
-            }
-        };
+        let plan = lapse::plan(step, lapse, t.now, policies, fastrand::f64());
         let changed =
             t.tx.prepare_cached(
                 "UPDATE steps SET state = ?3, failure_count = ?4, due_at = ?5, last_error = ?6,
                         locked_by = NULL, complete_by = NULL, updated_at = ?7
                  WHERE id = ?1 AND lease_token = ?2 AND state = 'processing'",
             )
-            .and_then(|mut st| st.execute(params![h.id.0, h.lease_token, next.as_str(), failures, due.0, why, t.now.0]))
+            .and_then(|mut st| {
+                st.execute(params![
+                    h.id.0,
+                    h.lease_token,
+                    plan.next.as_str(),
+                    plan.failure_count,
+                    plan.due_at.0,
+                    plan.why,
+                    t.now.0
+                ])
+            })
             .map_err(map_err)?;
         if changed != 1 {
             continue;
         }
-        let kind = match lapse {
-            Lapse::Expired => ev::STEP_EXPIRED,
-            Lapse::Released => ev::STEP_RELEASED,
-        };
-        let detail = json!({"failure_count": failures, "lease_token": h.lease_token, "held_by": h.locked_by, "retry_at": (!give_up).then_some(due.0)});
-        t.event(h.task_id, Some(h.id), kind, EventLevel::Info, actor, detail)?;
-        if give_up {
-            report.gave_up += 1;
-            t.event(
-                h.task_id,
-                Some(h.id),
-                ev::STEP_ERROR,
-                EventLevel::Alert,
-                actor,
-                json!({"reason": "retry policy exhausted", "failure_count": failures, "error": why}),
-            )?;
-            advance_task(t, h.task_id, actor)?;
-        } else {
-            report.retried += 1;
+        t.event(h.task_id, Some(h.id), plan.kind, EventLevel::Info, actor, plan.detail)?;
+        match plan.alert {
+            Some(alert) => {
+                report.gave_up += 1;
+                t.event(h.task_id, Some(h.id), ev::STEP_ERROR, EventLevel::Alert, actor, alert)?;
+                advance_task(t, h.task_id, actor)?;
+            }
+            None => report.retried += 1,
         }
     }
     Ok(report)

@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod error;
 pub mod event_kind;
+pub mod lapse;
 pub mod params;
 pub mod subscription;
 

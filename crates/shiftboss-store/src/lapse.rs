@@ -1,0 +1,103 @@
+//! What becomes of a step whose lease lapsed: the same decision in every store, so that a backend
+//! only writes it. Pure: time and randomness come in as arguments.
+
+use crate::event_kind as ev;
+use serde_json::json;
+use shiftboss_core::retry::{RetryDecision, RetryPolicies, RetryPolicy};
+use shiftboss_core::state::StepEvent;
+use shiftboss_core::{StepState, Timestamp};
+
+/// Why a held step is being taken back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lapse {
+    /// Its complete-by passed (the supervisor's sweep): retry after the policy's delay.
+    Expired,
+    /// Its holder restarted: retry at once.
+    Released,
+}
+
+/// What a store reads of a held step to decide.
+#[derive(Debug, Clone, Copy)]
+pub struct LapsedStep<'a> {
+    pub agent: &'a str,
+    pub failure_count: u32,
+    pub retry: Option<&'a RetryPolicy>,
+    pub locked_by: Option<&'a str>,
+    pub lease_token: i64,
+}
+
+/// What to write: the step's new fields, and its events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LapsePlan {
+    pub next: StepState,
+    pub failure_count: u32,
+    pub due_at: Timestamp,
+    /// The step's `last_error`.
+    pub why: String,
+    /// The event of the lapse (`step.expired` or `step.released`) and its detail.
+    pub kind: &'static str,
+    pub detail: serde_json::Value,
+    /// When the policy gives up: the detail of the `step.error` alert.
+    pub alert: Option<serde_json::Value>,
+}
+
+/// Decides. `random` is in [0, 1), for jittered policies.
+pub fn plan(step: LapsedStep<'_>, lapse: Lapse, now: Timestamp, policies: &RetryPolicies, random: f64) -> LapsePlan {
+    let failure_count = step.failure_count + 1;
+    let decision = policies.resolve(step.agent, step.retry).after_failure(failure_count, random);
+    let give_up = decision == RetryDecision::GiveUp;
+    let next = StepState::Processing.on(StepEvent::Expire { give_up }).expect("a processing step can always expire");
+    let due_at = match (decision, lapse) {
+        (RetryDecision::RetryAfter(d), Lapse::Expired) => now.plus(d),
+        _ => now,
+    };
+    let holder = step.locked_by.unwrap_or("?");
+    let (kind, why) = match lapse {
+        Lapse::Expired => (ev::STEP_EXPIRED, format!("lease expired: no reply by complete-by (held by {holder})")),
+        Lapse::Released => (ev::STEP_RELEASED, format!("its scheduler {holder} restarted while holding it")),
+    };
+    let detail = json!({
+        "failure_count": failure_count,
+        "lease_token": step.lease_token,
+        "held_by": step.locked_by,
+        "retry_at": (!give_up).then_some(due_at.0),
+    });
+    let alert =
+        give_up.then(|| json!({"reason": "retry policy exhausted", "failure_count": failure_count, "error": why}));
+    LapsePlan { next, failure_count, due_at, why, kind, detail, alert }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn step(failure_count: u32) -> LapsedStep<'static> {
+        LapsedStep { agent: "pay", failure_count, retry: None, locked_by: Some("s1"), lease_token: 7 }
+    }
+
+    fn policies() -> RetryPolicies {
+        let intervals = vec![Duration::from_secs(1), Duration::from_secs(5)];
+        RetryPolicies { default: RetryPolicy::Intervals { intervals, max_failures: None }, ..Default::default() }
+    }
+
+    #[test]
+    fn an_expiry_waits_the_policys_delay_and_a_release_does_not() {
+        let now = Timestamp(1_000_000);
+        let p = plan(step(1), Lapse::Expired, now, &policies(), 0.5);
+        assert_eq!((p.next, p.failure_count, p.due_at), (StepState::Pending, 2, Timestamp(1_005_000)));
+        assert_eq!((p.kind, p.alert.is_none()), (ev::STEP_EXPIRED, true));
+        assert_eq!(p.detail["retry_at"], 1_005_000);
+        let r = plan(step(1), Lapse::Released, now, &policies(), 0.5);
+        assert_eq!((r.next, r.due_at, r.kind), (StepState::Pending, now, ev::STEP_RELEASED));
+        assert!(r.why.contains("s1 restarted"));
+    }
+
+    #[test]
+    fn past_the_last_interval_it_gives_up_with_an_alert() {
+        let p = plan(step(2), Lapse::Expired, Timestamp(0), &policies(), 0.5);
+        assert_eq!((p.next, p.failure_count), (StepState::Error, 3));
+        assert!(p.detail["retry_at"].is_null());
+        assert_eq!(p.alert.unwrap()["failure_count"], 3);
+    }
+}
