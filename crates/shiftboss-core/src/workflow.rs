@@ -52,6 +52,13 @@ pub struct StepDef {
     pub priority: i32,
 }
 
+impl StepDef {
+    /// The priority of this step in a task of `task_priority`: the sum, saturating.
+    pub fn priority_in(&self, task_priority: i32) -> i32 {
+        task_priority.saturating_add(self.priority)
+    }
+}
+
 fn default_timeout() -> Duration {
     Duration::from_secs(30)
 }
@@ -120,6 +127,12 @@ impl WorkflowDef {
         Ok(def)
     }
 
+    /// The retry policy a step of this workflow carries: its own, else the workflow's (the agent's
+    /// or the deployment's apply when this is none).
+    pub fn retry_for<'a>(&'a self, step: &'a StepDef) -> Option<&'a RetryPolicy> {
+        step.retry.as_ref().or(self.retry.as_ref())
+    }
+
     pub fn step(&self, name: &str) -> Option<(usize, &StepDef)> {
         self.steps.iter().enumerate().find(|(_, s)| s.name == name)
     }
@@ -145,6 +158,9 @@ mod tests {
         assert_eq!(d.steps[0].timeout, Duration::from_secs(30));
         assert_eq!(d.steps[1].timeout, Duration::from_secs(5));
         assert_eq!(d.step("charge").unwrap().0, 1);
+        assert_eq!(d.retry_for(&d.steps[0]), None, "no policy of its own and none in the workflow");
+        assert!(d.retry_for(&d.steps[1]).is_some());
+        assert_eq!(d.steps[1].priority_in(i32::MAX), i32::MAX);
     }
 
     #[test]

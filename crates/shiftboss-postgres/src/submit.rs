@@ -113,16 +113,5 @@ async fn existing(t: &Tx<'_>, p: &SubmitTask) -> Result<Option<Submitted>, Store
     let Some(row) = t.query_opt("SELECT id, workflow, input FROM tasks WHERE task_key = $1", &[&p.key]).await? else {
         return Ok(None);
     };
-    let id: i64 = get(&row, 0)?;
-    let workflow: &str = get(&row, 1)?;
-    // The same key with the same content is a retry of the same submission; with other content it
-    // is a caller's mistake that must not pass silently.
-    let same_input = serde_json::from_str::<serde_json::Value>(get(&row, 2)?).is_ok_and(|v| v == p.input);
-    if workflow != p.workflow || !same_input {
-        return Err(StoreError::Conflict(format!(
-            "task key {:?} was submitted before with another workflow or input (task {id})",
-            p.key
-        )));
-    }
-    Ok(Some(Submitted { task_id: TaskId(id), created: false }))
+    p.resubmission(TaskId(get(&row, 0)?), get(&row, 1)?, get(&row, 2)?).map(Some)
 }

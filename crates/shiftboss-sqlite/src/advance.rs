@@ -107,10 +107,9 @@ fn insert_step(
     task_priority: i32,
     actor: &str,
 ) -> Result<(), StoreError> {
-    let retry =
-        step.retry.as_ref().or(def.retry.as_ref()).map(|p| serde_json::to_string(p).expect("policy serializes"));
+    let retry = def.retry_for(step).map(|p| serde_json::to_string(p).expect("policy serializes"));
     let key = uuid::Uuid::new_v4().to_string();
-    let priority = task_priority.saturating_add(step.priority);
+    let priority = step.priority_in(task_priority);
     t.tx.prepare_cached(
         "INSERT INTO steps (task_id, name, agent, state, due_at, priority, input, idempotency_key, timeout_ms, config, retry, created_at, updated_at, bucket)
          VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?4, ?4, (SELECT bucket FROM tasks WHERE id = ?1))",

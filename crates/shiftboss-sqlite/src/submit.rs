@@ -59,16 +59,7 @@ pub fn submit(t: &Tx<'_>, p: &SubmitTask) -> Result<Submitted, StoreError> {
         .optional()
         .map_err(map_err)?;
     if let Some((id, workflow, input)) = existing {
-        // The same key with the same content is a retry of the same submission; with other
-        // content it is a caller's mistake that must not pass silently.
-        let same_input = serde_json::from_str::<serde_json::Value>(&input).is_ok_and(|v| v == p.input);
-        if workflow != p.workflow || !same_input {
-            return Err(StoreError::Conflict(format!(
-                "task key {:?} was submitted before with another workflow or input (task {id})",
-                p.key
-            )));
-        }
-        return Ok(Submitted { task_id: TaskId(id), created: false });
+        return p.resubmission(TaskId(id), &workflow, &input);
     }
     let version = match p.version {
         Some(v) => v,

@@ -49,6 +49,22 @@ impl SubmitTask {
     }
 }
 
+impl SubmitTask {
+    /// What a submission of a key that already names task `id` gets: the same task when the
+    /// workflow and input match (a retry of the same submission), a `Conflict` otherwise (a
+    /// caller's mistake that must not pass silently). `stored_input` is the task's input as stored.
+    pub fn resubmission(&self, id: TaskId, workflow: &str, stored_input: &str) -> Result<Submitted, crate::StoreError> {
+        let same_input = serde_json::from_str::<serde_json::Value>(stored_input).is_ok_and(|v| v == self.input);
+        if workflow != self.workflow || !same_input {
+            return Err(crate::StoreError::Conflict(format!(
+                "task key {:?} was submitted before with another workflow or input (task {id})",
+                self.key
+            )));
+        }
+        Ok(Submitted { task_id: id, created: false })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Submitted {
     pub task_id: TaskId,
