@@ -9,6 +9,7 @@
 //! - [`breaker`]: a circuit breaker driven by an explicit clock.
 //! - [`buckets`]: load-balance buckets and how live schedulers share them (M3).
 //! - [`workflow`]: workflow definitions and their validation.
+//! - [`expr`]: the small, safe expression language of definitions (`${charge.output.id}`).
 //! - [`decider`]: from a definition and a task's steps, what to do next.
 //! - [`model`]: the records a state store hands out (tasks, steps, events).
 //!
@@ -19,6 +20,7 @@ pub mod backoff;
 pub mod breaker;
 pub mod buckets;
 pub mod decider;
+pub mod expr;
 pub mod ids;
 pub mod model;
 pub mod retry;
