@@ -4,6 +4,7 @@ use crate::ids::{LeaseToken, StepId, TaskId};
 use crate::retry::RetryPolicy;
 use crate::state::{StepState, TaskState};
 use crate::time::Timestamp;
+use crate::workflow::StepKind;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -22,15 +23,25 @@ pub struct TaskRecord {
     pub output: Option<serde_json::Value>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// For a sub-workflow's child task: the parent task.
+    pub parent_task_id: Option<TaskId>,
+    /// When the workflow's timeout ends the task, if it has one.
+    pub deadline_at: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepRecord {
     pub id: StepId,
     pub task_id: TaskId,
+    /// The instance name: the definition's step name, plus `#n` per loop pass (`charge#2`).
     pub name: String,
+    /// Agent calls are claimed; control steps (switch, fork, ...) only record the decider's progress.
+    pub kind: StepKind,
+    /// Empty for a control step.
     pub agent: String,
     pub state: StepState,
+    /// For a compensation: the instance it undoes.
+    pub compensates: Option<String>,
     /// The instance running it (P13's LockedBy); none unless Processing.
     pub locked_by: Option<String>,
     /// The time by which the holder must reply (P13's CompleteBy); none unless Processing.

@@ -103,28 +103,55 @@ impl StepState {
 pub enum TaskState {
     /// Some step is pending or processing.
     Running,
+    /// Held by an operator: no new step is scheduled or claimed until it is resumed.
+    Paused,
+    /// It failed or was cancelled, and the compensations of its completed steps are running (P7).
+    Compensating,
     /// Every step is processed.
     Completed,
-    /// A step is in Error; an operator can resubmit it, which sets the task running again.
+    /// A step (or a compensation) is in Error; an operator can retry it, which sets the task
+    /// running again.
     Failed,
     /// Cancelled by an operator.
     Cancelled,
+    /// Every compensation has run: the task's effects are undone.
+    Compensated,
+    /// Ended by an operator at once, without compensation.
+    Terminated,
 }
 
 impl TaskState {
-    pub const ALL: [TaskState; 4] = [TaskState::Running, TaskState::Completed, TaskState::Failed, TaskState::Cancelled];
+    pub const ALL: [TaskState; 8] = [
+        TaskState::Running,
+        TaskState::Paused,
+        TaskState::Compensating,
+        TaskState::Completed,
+        TaskState::Failed,
+        TaskState::Cancelled,
+        TaskState::Compensated,
+        TaskState::Terminated,
+    ];
 
     /// True when the task will not move unless an operator acts.
     pub fn is_terminal(self) -> bool {
-        !matches!(self, TaskState::Running)
+        !matches!(self, TaskState::Running | TaskState::Paused | TaskState::Compensating)
+    }
+
+    /// True when the decider moves the task on (its steps run).
+    pub fn is_active(self) -> bool {
+        matches!(self, TaskState::Running | TaskState::Compensating)
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
             TaskState::Running => "running",
+            TaskState::Paused => "paused",
+            TaskState::Compensating => "compensating",
             TaskState::Completed => "completed",
             TaskState::Failed => "failed",
             TaskState::Cancelled => "cancelled",
+            TaskState::Compensated => "compensated",
+            TaskState::Terminated => "terminated",
         }
     }
 }

@@ -1,0 +1,425 @@
+//! The running phase: walk the definition's steps in order against the task's rows, starting what
+//! is due and following control steps into their branches.
+//!
+//! The walk works on a copy of the rows; every action it decides is applied to the copy at once,
+//! so that the rest of the walk sees it (a switch decided now is followed into its case in the
+//! same decide, a loop runs its next pass at once).
+
+use super::scope::StepScope;
+use super::{Action, ChildTask, MAX_ACTIONS, NewStep, StepView, TaskMove, TaskView, base_name};
+use crate::expr::{Expr, Template};
+use crate::state::StepState;
+use crate::time::Timestamp;
+use crate::workflow::validate::strip_template;
+use crate::workflow::{DEFAULT_MAX_ITERATIONS, EndStatus, StepDef, StepKind, WorkflowDef};
+use serde_json::{Value, json};
+use std::collections::HashSet;
+
+/// How a list of steps (or one step) stands.
+pub(super) enum Flow {
+    /// Every step has ended well; the value is the last one's output.
+    Done(Value),
+    /// Something is pending or processing.
+    Waiting,
+    Failed {
+        step: String,
+        reason: String,
+    },
+    /// A step was cancelled from outside.
+    Cancelled,
+    /// A terminate step ended the task.
+    Ended {
+        step: String,
+        status: EndStatus,
+        output: Value,
+    },
+}
+
+pub(super) struct Working<'d> {
+    pub def: &'d WorkflowDef,
+    pub task: TaskView<'d>,
+    pub rows: Vec<StepView>,
+    pub names: HashSet<String>,
+    actions: Vec<Action>,
+}
+
+impl<'d> Working<'d> {
+    pub fn new(def: &'d WorkflowDef, task: &TaskView<'d>, steps: &[StepView]) -> Working<'d> {
+        let names = def.all_steps().into_iter().map(|s| s.name.clone()).collect();
+        Working { def, task: *task, rows: steps.to_vec(), names, actions: Vec::new() }
+    }
+
+    pub fn into_actions(self) -> Vec<Action> {
+        self.actions
+    }
+
+    pub fn row(&self, instance: &str) -> Option<&StepView> {
+        self.rows.iter().rev().find(|r| r.name == instance)
+    }
+
+    pub fn push(&mut self, action: Action) {
+        match &action {
+            Action::Create(n) => self.rows.push(StepView {
+                id: i64::MAX - self.rows.len() as i64,
+                name: n.name.clone(),
+                kind: n.kind,
+                state: n.state,
+                input: n.input.clone(),
+                output: n.output.clone(),
+                last_error: None,
+                updated_at: self.task.now,
+                compensates: n.compensates.clone(),
+            }),
+            Action::Update { name, state, output, error } => {
+                if let Some(r) = self.rows.iter_mut().rev().find(|r| &r.name == name) {
+                    r.state = *state;
+                    r.output.clone_from(output);
+                    r.last_error.clone_from(error);
+                    r.updated_at = self.task.now;
+                }
+            }
+            Action::Cancel { name } => {
+                if let Some(r) = self.rows.iter_mut().rev().find(|r| &r.name == name) {
+                    r.state = StepState::Cancelled;
+                }
+            }
+        }
+        self.actions.push(action);
+    }
+
+    pub fn scope<'s>(&'s self, suffix: &'s str) -> StepScope<'s> {
+        StepScope { task: &self.task, steps: &self.rows, names: &self.names, suffix }
+    }
+
+    /// The running phase of the whole task.
+    pub fn run(&mut self) -> TaskMove {
+        let def = self.def;
+        match self.seq(&def.steps, "") {
+            Flow::Waiting => TaskMove::Stay,
+            Flow::Done(last) => {
+                let output = match &def.output {
+                    None => Ok(last),
+                    Some(t) => Template::parse(t).and_then(|t| t.render(&self.scope(""))).map_err(|e| e.to_string()),
+                };
+                self.cancel_live(|_| true);
+                match output {
+                    Ok(output) => TaskMove::Complete { output },
+                    Err(e) => self.failed("output".into(), format!("the workflow's output: {e}")),
+                }
+            }
+            Flow::Failed { step, reason } => self.failed(step, reason),
+            Flow::Cancelled => {
+                self.cancel_live(|_| true);
+                TaskMove::Cancelled
+            }
+            Flow::Ended { step, status, output } => {
+                self.cancel_live(|_| true);
+                match status {
+                    EndStatus::Completed => TaskMove::Complete { output },
+                    EndStatus::Failed => self.failed(step, format!("terminated as failed: {output}")),
+                }
+            }
+        }
+    }
+
+    /// A failure for good: compensate when the policy says so and there is something to undo.
+    fn failed(&mut self, step: String, reason: String) -> TaskMove {
+        self.cancel_live(|_| true);
+        if self.def.compensate_on_failure && self.has_compensations() {
+            self.task.state = crate::state::TaskState::Compensating;
+            return match self.compensate() {
+                TaskMove::Stay => TaskMove::Compensate { step, reason },
+                other => other,
+            };
+        }
+        TaskMove::Fail { step, reason }
+    }
+
+    /// Cancels every live row whose definition step passes `which`.
+    pub fn cancel_live(&mut self, which: impl Fn(&str) -> bool) {
+        let live: Vec<String> =
+            self.rows.iter().filter(|r| r.is_live() && which(base_name(&r.name))).map(|r| r.name.clone()).collect();
+        for name in live {
+            self.push(Action::Cancel { name });
+        }
+    }
+
+    fn budget_left(&self) -> bool {
+        self.actions.len() < MAX_ACTIONS
+    }
+
+    pub fn seq(&mut self, steps: &'d [StepDef], suffix: &str) -> Flow {
+        let mut last = Value::Null;
+        for s in steps {
+            match self.step(s, suffix) {
+                Flow::Done(out) => last = out,
+                other => return other,
+            }
+        }
+        Flow::Done(last)
+    }
+
+    fn step(&mut self, s: &'d StepDef, suffix: &str) -> Flow {
+        if !self.budget_left() {
+            return Flow::Failed {
+                step: s.name.clone(),
+                reason: format!("more than {MAX_ACTIONS} changes in one decide: the definition runs away"),
+            };
+        }
+        let instance = format!("{}{suffix}", s.name);
+        let Some(row) = self.row(&instance).cloned() else {
+            return self.start(s, suffix, instance);
+        };
+        match (s.kind, row.state) {
+            (StepKind::Switch, StepState::Processed) => self.seq(case_branch(s, Some(&row)), suffix),
+            (StepKind::Fork, StepState::Processing) => self.fork(s, suffix, &instance),
+            (StepKind::DoWhile, StepState::Processing) => self.do_while(s, suffix, &instance, &row),
+            (StepKind::Terminate, StepState::Processed) => Flow::Ended {
+                step: instance,
+                status: s.status.unwrap_or_default(),
+                output: row.output.and_then(|o| o.get("output").cloned()).unwrap_or(Value::Null),
+            },
+            (StepKind::DoWhile, StepState::Processed) => {
+                Flow::Done(row.output.and_then(|o| o.get("output").cloned()).unwrap_or(Value::Null))
+            }
+            (_, StepState::Processed) => Flow::Done(row.output.unwrap_or(Value::Null)),
+            (_, StepState::Pending | StepState::Processing) => Flow::Waiting,
+            (_, StepState::Error) => {
+                Flow::Failed { step: instance, reason: row.last_error.unwrap_or_else(|| "the step is in error".into()) }
+            }
+            (_, StepState::Cancelled) => Flow::Cancelled,
+        }
+    }
+
+    /// A step reached for the first time.
+    fn start(&mut self, s: &'d StepDef, suffix: &str, instance: String) -> Flow {
+        let new = |state, input, output| NewStep {
+            name: instance.clone(),
+            def_name: s.name.clone(),
+            kind: s.kind,
+            state,
+            input,
+            output,
+            wake_at: None,
+            compensates: None,
+            child: None,
+        };
+        let fail = |what: &str, e: String| Flow::Failed { step: instance.clone(), reason: format!("{what}: {e}") };
+        match s.kind {
+            StepKind::Agent => match self.input_of(s, suffix) {
+                Ok(input) => {
+                    self.push(Action::Create(new(StepState::Pending, input, None)));
+                    Flow::Waiting
+                }
+                Err(e) => fail("input", e),
+            },
+            StepKind::Switch => {
+                let text = s.expression.as_deref().unwrap_or("null");
+                let value = match Expr::parse(strip_template(text)).and_then(|e| e.eval(&self.scope(suffix))) {
+                    Ok(v) => v,
+                    Err(e) => return fail("expression", e.to_string()),
+                };
+                let key = case_key(&value);
+                let case = s.cases.contains_key(&key).then_some(key);
+                let output = json!({"case": case, "value": value});
+                self.push(Action::Create(new(StepState::Processed, Value::Null, Some(output))));
+                let branch = case_branch(s, self.row(&instance));
+                self.seq(branch, suffix)
+            }
+            StepKind::Fork => {
+                self.push(Action::Create(new(StepState::Processing, Value::Null, None)));
+                self.fork(s, suffix, &instance)
+            }
+            StepKind::DoWhile => {
+                self.push(Action::Create(new(StepState::Processing, Value::Null, Some(json!({"iteration": 1})))));
+                let row = self.row(&instance).cloned().expect("just created");
+                self.do_while(s, suffix, &instance, &row)
+            }
+            StepKind::SubWorkflow => match self.input_of(s, suffix) {
+                Ok(input) => {
+                    let mut n = new(StepState::Processing, input.clone(), None);
+                    n.child = Some(ChildTask {
+                        workflow: s.workflow.clone().unwrap_or_default(),
+                        version: s.workflow_version,
+                        input,
+                    });
+                    self.push(Action::Create(n));
+                    Flow::Waiting
+                }
+                Err(e) => fail("input", e),
+            },
+            StepKind::Wait => {
+                let wake_at = if let Some(d) = s.duration {
+                    Some(self.task.now.plus(d))
+                } else if let Some(u) = &s.until {
+                    match self.until(u, suffix) {
+                        Ok(t) => Some(t),
+                        Err(e) => return fail("until", e),
+                    }
+                } else {
+                    None
+                };
+                if wake_at.is_some_and(|t| t <= self.task.now) {
+                    self.push(Action::Create(new(StepState::Processed, Value::Null, Some(json!({})))));
+                    return Flow::Done(json!({}));
+                }
+                let mut n = new(StepState::Processing, Value::Null, None);
+                n.wake_at = wake_at;
+                self.push(Action::Create(n));
+                Flow::Waiting
+            }
+            StepKind::Terminate => {
+                let output = match &s.output {
+                    None => Ok(Value::Null),
+                    Some(t) => {
+                        Template::parse(t).and_then(|t| t.render(&self.scope(suffix))).map_err(|e| e.to_string())
+                    }
+                };
+                let output = match output {
+                    Ok(o) => o,
+                    Err(e) => return fail("output", e),
+                };
+                let status = s.status.unwrap_or_default();
+                let recorded = json!({"status": status, "output": output});
+                self.push(Action::Create(new(StepState::Processed, Value::Null, Some(recorded))));
+                Flow::Ended { step: instance, status, output }
+            }
+        }
+    }
+
+    /// The input of an agent step or a sub-workflow: its template rendered, else the task's input.
+    pub fn input_of(&self, s: &StepDef, suffix: &str) -> Result<Value, String> {
+        match &s.input {
+            None => Ok(self.task.input.clone()),
+            Some(t) => Template::parse(t).and_then(|t| t.render(&self.scope(suffix))).map_err(|e| e.to_string()),
+        }
+    }
+
+    fn until(&self, text: &str, suffix: &str) -> Result<Timestamp, String> {
+        let v = Template::parse(&Value::String(text.to_owned()))
+            .and_then(|t| t.render(&self.scope(suffix)))
+            .map_err(|e| e.to_string())?;
+        match &v {
+            Value::Number(n) => n.as_i64().map(Timestamp).ok_or_else(|| format!("{v} is not whole milliseconds")),
+            Value::String(s) => humantime::parse_rfc3339_weak(s)
+                .map(Timestamp::from_system)
+                .map_err(|e| format!("{s:?} is not an RFC 3339 time: {e}")),
+            other => Err(format!("{other} is neither a time nor milliseconds")),
+        }
+    }
+
+    fn fork(&mut self, s: &'d StepDef, suffix: &str, instance: &str) -> Flow {
+        let mut outputs = Vec::with_capacity(s.branches.len());
+        let mut waiting = false;
+        for (i, branch) in s.branches.iter().enumerate() {
+            match self.seq(branch, suffix) {
+                Flow::Done(v) => outputs.push(v),
+                Flow::Waiting => waiting = true,
+                flow => {
+                    // One branch cannot finish: the others' running work is cancelled (C1).
+                    let others: HashSet<String> =
+                        s.branches.iter().enumerate().filter(|(j, _)| *j != i).flat_map(|(_, b)| names_in(b)).collect();
+                    self.cancel_live(|n| others.contains(n));
+                    let (state, error) = match &flow {
+                        Flow::Cancelled => (StepState::Cancelled, None),
+                        Flow::Ended { .. } => (StepState::Processed, None),
+                        _ => (StepState::Error, Some(format!("branch {i} failed"))),
+                    };
+                    self.push(Action::Update { name: instance.to_owned(), state, output: None, error });
+                    return flow;
+                }
+            }
+        }
+        if waiting {
+            return Flow::Waiting;
+        }
+        let output = Value::Array(outputs);
+        self.push(Action::Update {
+            name: instance.to_owned(),
+            state: StepState::Processed,
+            output: Some(output.clone()),
+            error: None,
+        });
+        Flow::Done(output)
+    }
+
+    fn do_while(&mut self, s: &'d StepDef, suffix: &str, instance: &str, row: &StepView) -> Flow {
+        let max = s.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS);
+        let mut pass = row.output.as_ref().and_then(|o| o.get("iteration")).and_then(Value::as_u64).unwrap_or(1);
+        loop {
+            let inner = format!("{suffix}#{pass}");
+            let last = match self.seq(&s.body, &inner) {
+                Flow::Done(v) => v,
+                Flow::Waiting => return Flow::Waiting,
+                flow => {
+                    if let Flow::Failed { .. } = flow {
+                        let output = Some(json!({"iteration": pass}));
+                        let error = Some("its body failed".to_owned());
+                        self.push(Action::Update { name: instance.to_owned(), state: StepState::Error, output, error });
+                    }
+                    return flow;
+                }
+            };
+            let text = s.condition.as_deref().unwrap_or("false");
+            let again = match Expr::parse(strip_template(text)).and_then(|e| e.eval_bool(&self.scope(&inner))) {
+                Ok(b) => b,
+                Err(e) => return self.loop_failed(instance, pass, format!("condition: {e}")),
+            };
+            if !again {
+                let output = json!({"iteration": pass, "output": last});
+                self.push(Action::Update {
+                    name: instance.to_owned(),
+                    state: StepState::Processed,
+                    output: Some(output),
+                    error: None,
+                });
+                return Flow::Done(last);
+            }
+            if pass >= u64::from(max) {
+                return self.loop_failed(instance, pass, format!("the condition still holds after {max} passes"));
+            }
+            if !self.budget_left() {
+                return self.loop_failed(instance, pass, format!("more than {MAX_ACTIONS} changes in one decide"));
+            }
+            pass += 1;
+            self.push(Action::Update {
+                name: instance.to_owned(),
+                state: StepState::Processing,
+                output: Some(json!({"iteration": pass})),
+                error: None,
+            });
+        }
+    }
+
+    fn loop_failed(&mut self, instance: &str, pass: u64, reason: String) -> Flow {
+        self.push(Action::Update {
+            name: instance.to_owned(),
+            state: StepState::Error,
+            output: Some(json!({"iteration": pass})),
+            error: Some(reason.clone()),
+        });
+        Flow::Failed { step: instance.to_owned(), reason }
+    }
+}
+
+/// The case a switch value selects: strings as they are, anything else as JSON text.
+fn case_key(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn case_branch<'d>(s: &'d StepDef, row: Option<&StepView>) -> &'d [StepDef] {
+    let case = row.and_then(|r| r.output.as_ref()).and_then(|o| o.get("case")).and_then(Value::as_str);
+    case.and_then(|c| s.cases.get(c)).unwrap_or(&s.default)
+}
+
+/// Every step name in a list of steps, nested ones and compensations included.
+pub fn names_in(steps: &[StepDef]) -> Vec<String> {
+    let mut all = Vec::new();
+    for s in steps {
+        s.walk(&mut all);
+    }
+    all.into_iter().map(|s| s.name.clone()).collect()
+}

@@ -1,0 +1,348 @@
+//! One step of a definition: an agent call, or a control step (switch, fork, loop, sub-workflow,
+//! wait, terminate) that does no work itself and that the decider maps to the steps to run (C4).
+//!
+//! The step is one flat record, as definitions are written by hand in JSON or YAML: `kind` says
+//! which fields apply, and validation refuses a field that does not belong to the kind, so that a
+//! misplaced field is an error rather than silently ignored.
+
+use crate::retry::RetryPolicy;
+use crate::time::serde_duration;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// What a step is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepKind {
+    /// A call to an agent: the only kind that does work.
+    #[default]
+    Agent,
+    /// Picks one case by an expression on inputs and outputs; `default` when none matches.
+    Switch,
+    /// Runs its branches side by side; it ends when every branch has ended (the join).
+    Fork,
+    /// Runs its body, then again while the condition holds, at most `max_iterations` times.
+    DoWhile,
+    /// Starts a child task of another workflow and ends with the child's outcome and output.
+    SubWorkflow,
+    /// Waits for a duration, until a time, or for a signal.
+    Wait,
+    /// Ends the task with a status and an output.
+    Terminate,
+}
+
+impl StepKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepKind::Agent => "agent",
+            StepKind::Switch => "switch",
+            StepKind::Fork => "fork",
+            StepKind::DoWhile => "do_while",
+            StepKind::SubWorkflow => "sub_workflow",
+            StepKind::Wait => "wait",
+            StepKind::Terminate => "terminate",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<StepKind> {
+        [
+            StepKind::Agent,
+            StepKind::Switch,
+            StepKind::Fork,
+            StepKind::DoWhile,
+            StepKind::SubWorkflow,
+            StepKind::Wait,
+            StepKind::Terminate,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+}
+
+/// What the supervisor does when a claim's complete-by passes (Conductor's timeoutPolicy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnTimeout {
+    /// Count a failure and run it again by the retry policy (P17).
+    #[default]
+    Retry,
+    /// The step goes to Error at once, and the task fails.
+    FailTask,
+    /// Record an alert and leave the step to an operator: it stays Processing and is not retried.
+    AlertOnly,
+}
+
+impl OnTimeout {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnTimeout::Retry => "retry",
+            OnTimeout::FailTask => "fail_task",
+            OnTimeout::AlertOnly => "alert_only",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<OnTimeout> {
+        [OnTimeout::Retry, OnTimeout::FailTask, OnTimeout::AlertOnly].into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// How a terminate step ends the task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndStatus {
+    #[default]
+    Completed,
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepDef {
+    /// Unique within the whole workflow, branches and loops included; expressions reach a step's
+    /// input and output by this name (`${charge.output.id}`).
+    pub name: String,
+    #[serde(default, skip_serializing_if = "is_agent")]
+    pub kind: StepKind,
+
+    // --- agent steps ---
+    /// The agent that runs this step (an agent registered with the engine, such as "http").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// What the agent needs besides the step's input (for the HTTP agent: method, url, headers).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub config: Value,
+    /// The step's input, a template over `task` and earlier steps (`${task.input.order_id}`).
+    /// An agent step without one gets the task's input; a sub-workflow passes it to the child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    /// The complete-by window of one claim (30 s when absent): the agent must reply within it.
+    #[serde(with = "serde_duration::option", default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
+    /// When set, the agent must report progress (a step heartbeat) within this window, each
+    /// report moving complete-by on, never past the start plus `timeout`.
+    #[serde(with = "serde_duration::option", default, skip_serializing_if = "Option::is_none")]
+    pub response_timeout: Option<Duration>,
+    #[serde(default, skip_serializing_if = "is_retry")]
+    pub on_timeout: OnTimeout,
+    /// This step's own retry policy, before the workflow's, the agent's and the deployment's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPolicy>,
+    /// Added to the task's priority: higher runs first.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i32,
+    /// An isolation group: only schedulers serving this domain claim the step, until
+    /// `domain_fallback` has passed, after which any scheduler of the agent may.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    #[serde(with = "serde_duration::option", default, skip_serializing_if = "Option::is_none")]
+    pub domain_fallback: Option<Duration>,
+    /// The agent step that undoes this one, run when the task is compensated (P7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compensate: Option<Box<StepDef>>,
+
+    // --- switch ---
+    /// The expression whose value picks the case (switch), e.g. `${check.output.verdict}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cases: BTreeMap<String, Vec<StepDef>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub default: Vec<StepDef>,
+
+    // --- fork ---
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branches: Vec<Vec<StepDef>>,
+
+    // --- do_while ---
+    /// Checked after each pass of the body; `${<loop name>.iteration}` counts passes from 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub body: Vec<StepDef>,
+    /// The most passes of the body; a condition still true after the last one fails the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_iterations: Option<u32>,
+
+    // --- sub_workflow ---
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// The child's version; the newest registered when the child starts, if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_version: Option<u32>,
+
+    // --- wait ---
+    #[serde(with = "serde_duration::option", default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Duration>,
+    /// A template giving the time to wait for: RFC 3339 text, or milliseconds since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// The name of the signal that ends the wait (sent with `shiftboss tasks signal`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+
+    // --- terminate ---
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<EndStatus>,
+    /// The task's output: a template (terminate steps; also the workflow's own `output`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+}
+
+fn is_agent(k: &StepKind) -> bool {
+    *k == StepKind::Agent
+}
+fn is_retry(k: &OnTimeout) -> bool {
+    *k == OnTimeout::Retry
+}
+fn is_zero(p: &i32) -> bool {
+    *p == 0
+}
+
+/// The complete-by window of a step that names none.
+pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(30);
+/// The iteration cap of a loop that names none.
+pub const DEFAULT_MAX_ITERATIONS: u32 = 100;
+
+impl StepDef {
+    /// An agent step.
+    pub fn agent(name: impl Into<String>, agent: impl Into<String>) -> StepDef {
+        StepDef { name: name.into(), agent: Some(agent.into()), ..StepDef::default() }
+    }
+
+    /// A switch on `expression`; add cases with [`StepDef::case`] and [`StepDef::otherwise`].
+    pub fn switch(name: impl Into<String>, expression: impl Into<String>) -> StepDef {
+        StepDef { name: name.into(), kind: StepKind::Switch, expression: Some(expression.into()), ..StepDef::default() }
+    }
+
+    /// A fork over these branches, joined when all have ended.
+    pub fn fork(name: impl Into<String>, branches: Vec<Vec<StepDef>>) -> StepDef {
+        StepDef { name: name.into(), kind: StepKind::Fork, branches, ..StepDef::default() }
+    }
+
+    /// A loop that runs `body`, then again while `condition` holds, at most `max_iterations` times.
+    pub fn do_while(
+        name: impl Into<String>,
+        condition: impl Into<String>,
+        max_iterations: u32,
+        body: Vec<StepDef>,
+    ) -> StepDef {
+        StepDef {
+            name: name.into(),
+            kind: StepKind::DoWhile,
+            condition: Some(condition.into()),
+            max_iterations: Some(max_iterations),
+            body,
+            ..StepDef::default()
+        }
+    }
+
+    /// A child task of `workflow` (newest version unless [`StepDef::workflow_version`] is set).
+    pub fn sub_workflow(name: impl Into<String>, workflow: impl Into<String>) -> StepDef {
+        StepDef {
+            name: name.into(),
+            kind: StepKind::SubWorkflow,
+            workflow: Some(workflow.into()),
+            ..StepDef::default()
+        }
+    }
+
+    /// A wait for a named signal.
+    pub fn wait_for_signal(name: impl Into<String>, signal: impl Into<String>) -> StepDef {
+        StepDef { name: name.into(), kind: StepKind::Wait, signal: Some(signal.into()), ..StepDef::default() }
+    }
+
+    /// A wait of a fixed duration.
+    pub fn wait_for(name: impl Into<String>, duration: Duration) -> StepDef {
+        StepDef { name: name.into(), kind: StepKind::Wait, duration: Some(duration), ..StepDef::default() }
+    }
+
+    /// Ends the task with `status` and `output` (a template).
+    pub fn terminate(name: impl Into<String>, status: EndStatus, output: Value) -> StepDef {
+        StepDef {
+            name: name.into(),
+            kind: StepKind::Terminate,
+            status: Some(status),
+            output: Some(output),
+            ..StepDef::default()
+        }
+    }
+
+    pub fn case(mut self, value: impl Into<String>, steps: Vec<StepDef>) -> StepDef {
+        self.cases.insert(value.into(), steps);
+        self
+    }
+
+    pub fn otherwise(mut self, steps: Vec<StepDef>) -> StepDef {
+        self.default = steps;
+        self
+    }
+
+    pub fn with_input(mut self, input: Value) -> StepDef {
+        self.input = Some(input);
+        self
+    }
+
+    pub fn with_config(mut self, config: Value) -> StepDef {
+        self.config = config;
+        self
+    }
+
+    pub fn with_timeout(mut self, timeout: Duration) -> StepDef {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    pub fn with_retry(mut self, retry: RetryPolicy) -> StepDef {
+        self.retry = Some(retry);
+        self
+    }
+
+    pub fn compensated_by(mut self, step: StepDef) -> StepDef {
+        self.compensate = Some(Box::new(step));
+        self
+    }
+
+    /// The agent of an agent step; empty for control steps (they are never claimed).
+    pub fn agent_name(&self) -> &str {
+        self.agent.as_deref().unwrap_or("")
+    }
+
+    /// The complete-by window of one claim.
+    pub fn timeout(&self) -> Duration {
+        self.timeout.unwrap_or(DEFAULT_STEP_TIMEOUT)
+    }
+
+    /// The priority of this step in a task of `task_priority`: the sum, saturating.
+    pub fn priority_in(&self, task_priority: i32) -> i32 {
+        task_priority.saturating_add(self.priority)
+    }
+
+    /// The step lists nested directly in this step, in definition order.
+    pub fn children(&self) -> Vec<&[StepDef]> {
+        let mut out: Vec<&[StepDef]> = Vec::new();
+        out.extend(self.cases.values().map(Vec::as_slice));
+        if !self.default.is_empty() {
+            out.push(&self.default);
+        }
+        out.extend(self.branches.iter().map(Vec::as_slice));
+        if !self.body.is_empty() {
+            out.push(&self.body);
+        }
+        out
+    }
+
+    /// This step, its compensation and every step nested in it, depth first.
+    pub fn walk<'a>(&'a self, out: &mut Vec<&'a StepDef>) {
+        out.push(self);
+        if let Some(c) = &self.compensate {
+            out.push(c);
+        }
+        for list in self.children() {
+            for s in list {
+                s.walk(out);
+            }
+        }
+    }
+}
