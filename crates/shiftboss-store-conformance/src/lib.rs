@@ -112,6 +112,41 @@ macro_rules! conformance_suite {
                 list_tasks_filters_and_pages_newest_first,
                 summarize_counts,
             }
+            control {
+                switch_fork_and_loop_run_to_completion,
+                a_failed_branch_cancels_its_siblings_and_fences_their_holders,
+                a_sub_workflow_runs_a_child_whose_output_flows_back,
+                a_failed_child_fails_its_parent_and_a_cancelled_parent_cancels_its_child,
+                a_wait_ends_by_signal_or_by_time,
+                terminate_ends_the_task_with_its_output,
+                a_reply_to_a_control_step_is_rejected,
+            }
+            compensation {
+                a_failed_task_is_compensated_newest_first,
+                a_compensation_that_fails_for_good_fails_the_task_with_an_alert,
+                cancelling_under_a_compensating_policy_undoes_completed_steps,
+            }
+            operator {
+                pause_holds_new_work_and_resume_releases_it,
+                terminate_ends_at_once_and_fences_the_holder,
+                retry_reruns_the_failed_step_and_the_task_completes,
+                rerun_from_a_step_runs_it_and_what_followed_again,
+                skip_counts_a_step_as_done_and_fences_its_holder,
+                bad_commands_are_invalid_input_or_not_found,
+            }
+            policies {
+                a_domain_step_goes_only_to_its_domain_until_the_fallback,
+                concurrency_and_rate_limits_hold_across_claims,
+                heartbeats_extend_the_response_timeout_up_to_the_step_timeout,
+                a_silent_agent_is_expired_at_its_response_timeout,
+                on_timeout_fail_task_and_alert_only,
+            }
+            reconcile {
+                requires_a_live_leader_term,
+                a_task_past_its_timeout_fails_and_compensates,
+                leaves_live_and_finished_tasks_alone,
+                racing_replies_and_reconciler_never_schedule_a_step_twice,
+            }
             buckets {
                 tasks_and_steps_carry_the_bucket_of_their_key,
                 claims_take_only_the_buckets_asked_for,

@@ -67,6 +67,8 @@ impl<S: Store> Harness<S> {
             limit,
             agents: agents.iter().map(|a| a.to_string()).collect(),
             buckets: None,
+            domains: vec![],
+            limits: vec![],
         };
         self.store.claim_due_steps(p).await.unwrap_or_else(|e| panic!("claim for {instance}: {e}"))
     }
@@ -202,4 +204,39 @@ pub fn ms(n: u64) -> Duration {
 
 pub fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
+}
+
+impl<S: Store> Harness<S> {
+    /// An operator's command by "ops", which must apply.
+    pub async fn operate(&self, task: TaskId, command: TaskCommand) {
+        let what = format!("{command:?}");
+        self.try_operate(task, command).await.unwrap_or_else(|e| panic!("{what} on task {task}: {e}"));
+    }
+
+    pub async fn try_operate(&self, task: TaskId, command: TaskCommand) -> Result<()> {
+        let p = OperateTask { task_id: task, actor: "ops".into(), reason: "test".into(), command };
+        self.store.operate_task(p).await
+    }
+
+    /// Claims every due step of [`WORKER`] (up to 100) for `instance`, sorted by step name.
+    pub async fn claim_all(&self, instance: &str) -> Vec<ClaimedStep> {
+        let mut got = self.claim(instance, &[WORKER], 100).await;
+        got.sort_by(|a, b| a.name.cmp(&b.name));
+        got
+    }
+
+    /// The names of the claimed steps.
+    pub fn names(claimed: &[ClaimedStep]) -> Vec<&str> {
+        claimed.iter().map(|c| c.name.as_str()).collect()
+    }
+
+    /// The state of a task's step by instance name.
+    pub async fn step_named(&self, task: TaskId, name: &str) -> StepRecord {
+        let d = self.task(task).await;
+        d.steps.into_iter().find(|s| s.name == name).unwrap_or_else(|| panic!("task {task} has a step {name}"))
+    }
+
+    pub async fn reconcile(&self, leader: &LeaderTerm, stale_after: Duration) -> Result<ReconcileReport> {
+        self.store.reconcile(Reconcile { leader: leader.clone(), stale_after, limit: 1000 }).await
+    }
 }

@@ -18,3 +18,28 @@ pub const STEP_RESUBMITTED: &str = "step.resubmitted";
 pub const STEP_CANCELLED: &str = "step.cancelled";
 /// A reply whose lease had lapsed, or whose step had moved on: recorded, never applied.
 pub const REPLY_REJECTED: &str = "reply.rejected";
+/// A task failed and now compensates its completed steps: an alert.
+pub const TASK_COMPENSATING: &str = "task.compensating";
+pub const TASK_COMPENSATED: &str = "task.compensated";
+/// A compensation failed for good: the task's effects are only partly undone. An alert.
+pub const TASK_COMPENSATION_FAILED: &str = "task.compensation_failed";
+pub const TASK_PAUSED: &str = "task.paused";
+pub const TASK_TERMINATED: &str = "task.terminated";
+/// An operator asked for a retry, a rerun or a skip (the detail says which).
+pub const TASK_OPERATED: &str = "task.operated";
+/// The workflow's timeout passed: the reconciler failed the task. An alert.
+pub const TASK_TIMED_OUT: &str = "task.timed_out";
+/// The reconciler decided a stalled task again.
+pub const TASK_REDECIDED: &str = "task.redecided";
+/// A control step began (a fork, a loop, a sub-workflow, a wait).
+pub const STEP_STARTED: &str = "step.started";
+/// A switch picked its case.
+pub const STEP_DECIDED: &str = "step.decided";
+/// A sub-workflow's child task was started.
+pub const CHILD_STARTED: &str = "child.started";
+/// A wait ended by its time or by a signal.
+pub const WAIT_ENDED: &str = "wait.ended";
+/// An operator skipped a step.
+pub const STEP_SKIPPED: &str = "step.skipped";
+/// The supervisor found a lease lapsed on a step whose policy is to alert only: it stays.
+pub const STEP_OVERDUE: &str = "step.overdue";

@@ -5,6 +5,7 @@ use crate::event_kind as ev;
 use serde_json::json;
 use shiftboss_core::retry::{RetryDecision, RetryPolicies, RetryPolicy};
 use shiftboss_core::state::StepEvent;
+use shiftboss_core::workflow::OnTimeout;
 use shiftboss_core::{StepState, Timestamp};
 
 /// Why a held step is being taken back.
@@ -24,6 +25,9 @@ pub struct LapsedStep<'a> {
     pub retry: Option<&'a RetryPolicy>,
     pub locked_by: Option<&'a str>,
     pub lease_token: i64,
+    /// The step's timeout policy; an expiry of a `fail_task` step gives up at once. (A store
+    /// handles `alert_only` itself: the step stays with its holder.)
+    pub on_timeout: OnTimeout,
 }
 
 /// What to write: the step's new fields, and its events.
@@ -44,7 +48,10 @@ pub struct LapsePlan {
 /// Decides. `random` is in [0, 1), for jittered policies.
 pub fn plan(step: LapsedStep<'_>, lapse: Lapse, now: Timestamp, policies: &RetryPolicies, random: f64) -> LapsePlan {
     let failure_count = step.failure_count + 1;
-    let decision = policies.resolve(step.agent, step.retry).after_failure(failure_count, random);
+    let decision = match (step.on_timeout, lapse) {
+        (OnTimeout::FailTask, Lapse::Expired) => RetryDecision::GiveUp,
+        _ => policies.resolve(step.agent, step.retry).after_failure(failure_count, random),
+    };
     let give_up = decision == RetryDecision::GiveUp;
     let next = StepState::Processing.on(StepEvent::Expire { give_up }).expect("a processing step can always expire");
     let due_at = match (decision, lapse) {
@@ -62,8 +69,11 @@ pub fn plan(step: LapsedStep<'_>, lapse: Lapse, now: Timestamp, policies: &Retry
         "held_by": step.locked_by,
         "retry_at": (!give_up).then_some(due_at.0),
     });
-    let alert =
-        give_up.then(|| json!({"reason": "retry policy exhausted", "failure_count": failure_count, "error": why}));
+    let reason = match step.on_timeout {
+        OnTimeout::FailTask if lapse == Lapse::Expired => "timed out; the step's policy fails the task",
+        _ => "retry policy exhausted",
+    };
+    let alert = give_up.then(|| json!({"reason": reason, "failure_count": failure_count, "error": why}));
     LapsePlan { next, failure_count, due_at, why, kind, detail, alert }
 }
 
@@ -73,7 +83,14 @@ mod tests {
     use std::time::Duration;
 
     fn step(failure_count: u32) -> LapsedStep<'static> {
-        LapsedStep { agent: "pay", failure_count, retry: None, locked_by: Some("s1"), lease_token: 7 }
+        LapsedStep {
+            agent: "pay",
+            failure_count,
+            retry: None,
+            locked_by: Some("s1"),
+            lease_token: 7,
+            on_timeout: OnTimeout::Retry,
+        }
     }
 
     fn policies() -> RetryPolicies {
@@ -91,6 +108,15 @@ mod tests {
         let r = plan(step(1), Lapse::Released, now, &policies(), 0.5);
         assert_eq!((r.next, r.due_at, r.kind), (StepState::Pending, now, ev::STEP_RELEASED));
         assert!(r.why.contains("s1 restarted"));
+    }
+
+    #[test]
+    fn a_fail_task_step_gives_up_at_its_first_expiry_but_not_at_a_release() {
+        let s = LapsedStep { on_timeout: OnTimeout::FailTask, ..step(0) };
+        let p = plan(s, Lapse::Expired, Timestamp(0), &policies(), 0.5);
+        assert_eq!((p.next, p.failure_count), (StepState::Error, 1));
+        assert!(p.alert.unwrap()["reason"].as_str().unwrap().contains("fails the task"));
+        assert_eq!(plan(s, Lapse::Released, Timestamp(0), &policies(), 0.5).next, StepState::Pending);
     }
 
     #[test]

@@ -73,6 +73,22 @@ pub trait Store: Send + Sync + 'static {
     /// completed or already cancelled task is a `Conflict`.
     async fn cancel_task(&self, p: CancelTask) -> Result<()>;
 
+    /// An operator's command on a task (pause, resume, terminate, retry, rerun, skip, signal,
+    /// cancel), recorded with who and why; the decider then runs in the same transaction.
+    /// A command that does not apply to the task's state is a `Conflict` and changes nothing.
+    async fn operate_task(&self, p: OperateTask) -> Result<()>;
+
+    /// The reconciler's pass (C6), fenced by the leader's term: ends timed waits, fails tasks past
+    /// their workflow's timeout, and decides again running tasks that have stalled.
+    async fn reconcile(&self, p: Reconcile) -> Result<ReconcileReport>;
+
+    /// A step heartbeat: moves the claim's complete-by on (see [`ExtendLease`]). Returns the new
+    /// complete-by; a stale token is a `Conflict`.
+    async fn extend_lease(&self, p: ExtendLease) -> Result<Timestamp>;
+
+    /// Every registered definition, by name then version.
+    async fn list_workflows(&self) -> Result<Vec<WorkflowSummary>>;
+
     async fn get_task(&self, id: TaskId) -> Result<Option<TaskDetail>>;
 
     async fn find_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>>;

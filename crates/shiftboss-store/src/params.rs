@@ -81,6 +81,24 @@ pub struct ClaimDueSteps {
     pub agents: Vec<String>,
     /// Only steps in these load-balance buckets (M3); `None` claims from every bucket.
     pub buckets: Option<Vec<u16>>,
+    /// The isolation domains this instance serves: a step routed to a domain is claimed only by
+    /// an instance serving it, until the step's fallback time has passed.
+    pub domains: Vec<String>,
+    /// Limits per agent type, across every instance of the store.
+    pub limits: Vec<AgentLimit>,
+}
+
+/// How much of one agent type may run at once, and how fast it may start, across all instances.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentLimit {
+    pub agent: String,
+    /// At most this many of its steps Processing at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent: Option<u32>,
+    /// At most this many claims of its steps per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_second: Option<u32>,
 }
 
 /// A scheduler says it is alive, and learns who else is, to compute its share of the buckets.
@@ -197,6 +215,125 @@ pub struct CancelTask {
     pub task_id: TaskId,
     pub actor: String,
     pub reason: String,
+}
+
+/// An operator's command on a task (P16), recorded as an event with who and why.
+#[derive(Debug, Clone)]
+pub struct OperateTask {
+    pub task_id: TaskId,
+    pub actor: String,
+    pub reason: String,
+    pub command: TaskCommand,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskCommand {
+    /// No new step is scheduled or claimed until it is resumed; running steps finish.
+    Pause,
+    Resume,
+    /// End the task at once, without compensation: its live steps are cancelled.
+    Terminate,
+    /// Run the steps in Error again (a failed compensation: in the compensating phase).
+    Retry,
+    /// Run again from this step instance: it and every step started after it.
+    Rerun {
+        from: String,
+    },
+    /// This step instance counts as processed with this output, without running.
+    Skip {
+        step: String,
+        output: serde_json::Value,
+    },
+    /// End a wait: the wait step of this name, or waiting for a signal of this name.
+    Signal {
+        name: String,
+        payload: serde_json::Value,
+    },
+    /// Cancel the task: its live steps are cancelled, and its completed steps compensated when
+    /// the workflow says so.
+    Cancel,
+}
+
+impl OperateTask {
+    /// Refuses what no store should write: an empty actor, text with NUL (PostgreSQL cannot keep
+    /// it), or a payload larger than a task's input may be.
+    pub fn validate(&self) -> Result<(), crate::StoreError> {
+        let bad = |m: String| Err(crate::StoreError::InvalidInput(m));
+        let text_ok = |s: &str| s.len() <= 1000 && !s.contains('\0');
+        if self.actor.is_empty() || !text_ok(&self.actor) || !text_ok(&self.reason) {
+            return bad("actor (1 to 1000 bytes) and reason (at most 1000) must not hold NUL characters".into());
+        }
+        let (name, value) = match &self.command {
+            TaskCommand::Rerun { from } => (Some(from), None),
+            TaskCommand::Skip { step, output } => (Some(step), Some(output)),
+            TaskCommand::Signal { name, payload } => (Some(name), Some(payload)),
+            _ => (None, None),
+        };
+        if let Some(n) = name
+            && (n.is_empty() || !text_ok(n))
+        {
+            return bad("a step or signal name must be 1 to 1000 bytes with no NUL".into());
+        }
+        if let Some(v) = value {
+            let size = serde_json::to_vec(v).map(|v| v.len()).unwrap_or(usize::MAX);
+            if size > MAX_INPUT_BYTES || v.to_string().contains("\\u0000") {
+                return bad(format!("the payload must be at most {MAX_INPUT_BYTES} bytes of JSON without NUL"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl TaskCommand {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TaskCommand::Pause => "pause",
+            TaskCommand::Resume => "resume",
+            TaskCommand::Terminate => "terminate",
+            TaskCommand::Retry => "retry",
+            TaskCommand::Rerun { .. } => "rerun",
+            TaskCommand::Skip { .. } => "skip",
+            TaskCommand::Signal { .. } => "signal",
+            TaskCommand::Cancel => "cancel",
+        }
+    }
+}
+
+/// The reconciler's pass (C6), leader-only.
+#[derive(Debug, Clone)]
+pub struct Reconcile {
+    pub leader: LeaderTerm,
+    /// A running task with nothing live that has not changed for this long is decided again.
+    pub stale_after: Duration,
+    /// At most this many tasks of each kind of repair per pass.
+    pub limit: u32,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReconcileReport {
+    /// Timed waits that ended.
+    pub waits_ended: u32,
+    /// Tasks failed by their workflow's timeout.
+    pub timed_out: u32,
+    /// Stalled tasks decided again.
+    pub redecided: u32,
+}
+
+/// An agent reports progress on a claimed step: complete-by moves on by the step's response
+/// timeout, never past the claim's start plus its timeout.
+#[derive(Debug, Clone)]
+pub struct ExtendLease {
+    pub step_id: StepId,
+    pub lease_token: LeaseToken,
+}
+
+/// One registered definition, as `workflows list` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkflowSummary {
+    pub name: String,
+    pub version: u32,
+    pub description: Option<String>,
+    pub created_at: Timestamp,
 }
 
 #[derive(Debug, Clone)]

@@ -45,6 +45,8 @@ pub async fn claims_take_only_the_buckets_asked_for<F: Fixture>(f: F) {
         limit: 100,
         agents: vec![WORKER.into()],
         buckets,
+        domains: vec![],
+        limits: vec![],
     };
     // An empty set claims nothing.
     assert!(h.store.claim_due_steps(claim(Some(vec![]))).await.unwrap().is_empty());

@@ -69,7 +69,14 @@ pub async fn respects_limit_and_agents<F: Fixture>(f: F) {
         h.submit(&format!("m{i}"), "mail", 0).await;
     }
     let before = h.snapshot().await;
-    let nothing = |agents: Vec<String>, limit| ClaimDueSteps { instance: id("sched-1"), limit, agents, buckets: None };
+    let nothing = |agents: Vec<String>, limit| ClaimDueSteps {
+        instance: id("sched-1"),
+        limit,
+        agents,
+        buckets: None,
+        domains: vec![],
+        limits: vec![],
+    };
     assert!(h.store.claim_due_steps(nothing(vec![], 10)).await.expect("no agents").is_empty());
     assert!(h.store.claim_due_steps(nothing(vec![WORKER.into()], 0)).await.expect("limit 0").is_empty());
     assert!(h.claim("sched-1", &["no-such-agent"], 10).await.is_empty());

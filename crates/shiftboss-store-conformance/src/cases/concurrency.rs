@@ -59,6 +59,8 @@ async fn work<S: Store>(store: S, instance: &'static str) -> (S, Vec<StepId>) {
                 limit: 3,
                 agents: vec![WORKER.into()],
                 buckets: None,
+                domains: vec![],
+                limits: vec![],
             })
             .await
             .expect("claim");
@@ -109,7 +111,14 @@ pub async fn reads_see_one_snapshot_while_another_handle_writes<F: Fixture>(f: F
 
     let writing = tokio::spawn(async move {
         loop {
-            let p = ClaimDueSteps { instance: id("sched-w"), limit: 5, agents: vec![WORKER.into()], buckets: None };
+            let p = ClaimDueSteps {
+                instance: id("sched-w"),
+                limit: 5,
+                agents: vec![WORKER.into()],
+                buckets: None,
+                domains: vec![],
+                limits: vec![],
+            };
             let claimed = writer.claim_due_steps(p).await.expect("claim");
             if claimed.is_empty() {
                 return;

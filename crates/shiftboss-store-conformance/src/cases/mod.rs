@@ -4,11 +4,16 @@
 pub mod buckets;
 pub mod cancel;
 pub mod claim;
+pub mod compensation;
 pub mod concurrency;
+pub mod control;
 pub mod expire;
 pub mod fencing;
 pub mod leader;
+pub mod operator;
+pub mod policies;
 pub mod query;
+pub mod reconcile;
 pub mod register;
 pub mod release;
 pub mod replies;

@@ -118,7 +118,11 @@ pub async fn summarize_counts<F: Fixture>(f: F) {
 
     let s = h.store.summarize().await.expect("summarize");
     let tasks: Vec<_> = TaskState::ALL.iter().map(|&t| s.tasks_in(t)).collect();
-    assert_eq!(tasks, [2, 2, 1, 0], "running, completed, failed, cancelled");
+    assert_eq!(
+        tasks,
+        [2, 0, 0, 2, 1, 0, 0, 0],
+        "running, paused, compensating, completed, failed, cancelled, compensated, terminated"
+    );
     let mut counts = h.store.task_counts().await.expect("task_counts");
     counts.sort_by_key(|(t, _)| t.as_str());
     let mut want = s.tasks.clone();

@@ -24,7 +24,7 @@ pub async fn same_version_with_other_content_conflicts<F: Fixture>(f: F) {
     let d = one_step();
     h.register(&d).await;
     let mut changed = d.clone();
-    changed.steps[0].timeout = secs(2);
+    changed.steps[0].timeout = Some(secs(2));
     match h.store.register_workflow(&changed).await {
         Err(StoreError::Conflict(_)) => {}
         other => panic!("want Conflict, got {other:?}"),
@@ -75,7 +75,7 @@ pub async fn get_workflow_returns_the_latest_or_the_named_version<F: Fixture>(f:
     let version = |v: u32| {
         let mut d = one_step();
         d.version = v;
-        d.steps[0].timeout = secs(u64::from(v));
+        d.steps[0].timeout = Some(secs(u64::from(v)));
         d
     };
     // Registered out of order: "latest" means the highest version, not the last registered.

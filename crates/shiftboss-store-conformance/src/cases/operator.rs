@@ -1,0 +1,126 @@
+//! Operator controls (P16): pause, resume, terminate, retry, rerun and skip, each recorded with who
+//! and why, each refused with a Conflict (and nothing changed) where it does not apply.
+
+use crate::Fixture;
+use crate::support::*;
+use serde_json::json;
+use shiftboss_core::{StepState, TaskState};
+use shiftboss_store::event_kind as ev;
+use shiftboss_store::*;
+
+pub async fn pause_holds_new_work_and_resume_releases_it<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register_standard().await;
+    let task = h.submit("t1", "three", 0).await;
+    let reserve = h.claim_one("s1").await;
+    h.operate(task, TaskCommand::Pause).await;
+    h.complete("s1", &reserve, json!({})).await;
+    assert!(h.claim_all("s1").await.is_empty(), "a paused task's next step is not claimed");
+    assert_eq!(h.task(task).await.task.state, TaskState::Paused);
+    let again = h.try_operate(task, TaskCommand::Pause).await;
+    assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
+    h.operate(task, TaskCommand::Resume).await;
+    assert_eq!(Harness::<F::Store>::names(&h.claim_all("s1").await), ["charge"]);
+    let d = h.task(task).await;
+    let paused = d.events.iter().find(|e| e.kind == ev::TASK_PAUSED).expect("recorded");
+    assert_eq!((paused.actor.as_str(), paused.detail["reason"].as_str()), ("ops", Some("test")));
+}
+
+pub async fn terminate_ends_at_once_and_fences_the_holder<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register(&super::compensation::order()).await;
+    let task = h.submit("t1", "order", 0).await;
+    let c = h.claim_one("s1").await;
+    h.complete("s1", &c, json!({})).await;
+    let charge = h.claim_one("s1").await;
+    h.operate(task, TaskCommand::Terminate).await;
+    assert!(matches!(h.complete("s1", &charge, json!({})).await, ReplyOutcome::Rejected { .. }));
+    let d = h.task(task).await;
+    assert_eq!(d.task.state, TaskState::Terminated);
+    assert!(!d.steps.iter().any(|s| s.name == "release"), "terminate does not compensate");
+    let before = h.snapshot().await;
+    for cmd in [TaskCommand::Terminate, TaskCommand::Cancel, TaskCommand::Resume, TaskCommand::Retry] {
+        let r = h.try_operate(task, cmd).await;
+        assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
+    }
+    assert_eq!(h.snapshot().await, before, "refused commands change nothing");
+}
+
+pub async fn retry_reruns_the_failed_step_and_the_task_completes<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register_standard().await;
+    let task = h.submit("t1", "three", 0).await;
+    let c = h.claim_one("s1").await;
+    h.reply("s1", c.id, c.lease_token, ReplyResult::PermanentError("down".into())).await;
+    assert_eq!(h.task(task).await.task.state, TaskState::Failed);
+    h.operate(task, TaskCommand::Retry).await;
+    let again = h.claim_one("s1").await;
+    assert_eq!((again.id, again.idempotency_key.as_str()), (c.id, c.idempotency_key.as_str()), "the same step");
+    for c in [again] {
+        h.complete("s1", &c, json!({})).await;
+    }
+    for _ in 0..2 {
+        let c = h.claim_one("s1").await;
+        h.complete("s1", &c, json!({})).await;
+    }
+    assert_eq!(h.task(task).await.task.state, TaskState::Completed);
+}
+
+pub async fn rerun_from_a_step_runs_it_and_what_followed_again<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register_standard().await;
+    let task = h.submit("t1", "three", 0).await;
+    for out in [1, 2, 3] {
+        let c = h.claim_one("s1").await;
+        h.complete("s1", &c, json!(out)).await;
+    }
+    assert_eq!(h.task(task).await.task.state, TaskState::Completed);
+    let bad = h.try_operate(task, TaskCommand::Rerun { from: "nope".into() }).await;
+    assert!(matches!(bad, Err(StoreError::Conflict(_))), "{bad:?}");
+    h.operate(task, TaskCommand::Rerun { from: "charge".into() }).await;
+    let d = h.task(task).await;
+    assert_eq!((d.task.state, d.task.output.clone()), (TaskState::Running, None));
+    assert_eq!(d.steps.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["reserve", "charge"]);
+    let c = h.claim_one("s1").await;
+    assert_eq!(c.name, "charge");
+    h.complete("s1", &c, json!(20)).await;
+    let c = h.claim_one("s1").await;
+    h.complete("s1", &c, json!(30)).await;
+    let d = h.task(task).await;
+    assert_eq!((d.task.state, d.task.output), (TaskState::Completed, Some(json!(30))));
+}
+
+pub async fn skip_counts_a_step_as_done_and_fences_its_holder<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register_standard().await;
+    let task = h.submit("t1", "three", 0).await;
+    let reserve = h.claim_one("s1").await;
+    h.operate(task, TaskCommand::Skip { step: "reserve".into(), output: json!({"skipped": true}) }).await;
+    assert!(matches!(h.complete("s1", &reserve, json!({})).await, ReplyOutcome::Rejected { .. }));
+    let s = h.step_named(task, "reserve").await;
+    assert_eq!((s.state, s.output), (StepState::Processed, Some(json!({"skipped": true}))));
+    assert_eq!(h.claim_one("s1").await.name, "charge");
+    let d = h.task(task).await;
+    assert_eq!(count(&d.events, ev::STEP_SKIPPED), 1);
+    let done = h.try_operate(task, TaskCommand::Skip { step: "reserve".into(), output: json!(null) }).await;
+    assert!(matches!(done, Err(StoreError::Conflict(_))), "a processed step cannot be skipped: {done:?}");
+}
+
+pub async fn bad_commands_are_invalid_input_or_not_found<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register_standard().await;
+    let task = h.submit("t1", "one", 0).await;
+    let missing = h.try_operate(shiftboss_core::TaskId(task.0 + 1000), TaskCommand::Pause).await;
+    assert!(matches!(missing, Err(StoreError::NotFound { .. })), "{missing:?}");
+    let before = h.snapshot().await;
+    let p = OperateTask { task_id: task, actor: "".into(), reason: "x".into(), command: TaskCommand::Pause };
+    assert!(matches!(h.store.operate_task(p).await, Err(StoreError::InvalidInput(_))));
+    let p = OperateTask {
+        task_id: task,
+        actor: "ops".into(),
+        reason: "x".into(),
+        command: TaskCommand::Signal { name: "a\0b".into(), payload: json!({}) },
+    };
+    assert!(matches!(h.store.operate_task(p).await, Err(StoreError::InvalidInput(_))));
+    assert_eq!(h.snapshot().await, before);
+}

@@ -1,0 +1,125 @@
+//! Step policies (issue 4): domains, concurrency and rate limits per agent, the response timeout
+//! that step heartbeats extend, and what a timeout does.
+
+use crate::Fixture;
+use crate::support::*;
+use serde_json::json;
+use shiftboss_core::{StepState, TaskState};
+use shiftboss_store::event_kind as ev;
+use shiftboss_store::*;
+
+fn claim_params(instance: &str, domains: &[&str], limits: Vec<AgentLimit>) -> ClaimDueSteps {
+    ClaimDueSteps {
+        instance: id(instance),
+        limit: 100,
+        agents: vec![WORKER.into()],
+        buckets: None,
+        domains: domains.iter().map(|d| d.to_string()).collect(),
+        limits,
+    }
+}
+
+pub async fn a_domain_step_goes_only_to_its_domain_until_the_fallback<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register(&def(json!({"name": "gpu", "steps": [
+        {"name": "render", "agent": WORKER, "domain": "gpu", "domain_fallback": "10s"}
+    ]})))
+    .await;
+    h.register_standard().await;
+    h.submit("g1", "gpu", 0).await;
+    h.submit("plain", "one", 0).await;
+    let got = h.store.claim_due_steps(claim_params("cpu", &[], vec![])).await.unwrap();
+    assert_eq!(got.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["work"], "no domain: only the plain step");
+    h.submit("g2", "gpu", 0).await;
+    let got = h.store.claim_due_steps(claim_params("gpu-1", &["gpu"], vec![])).await.unwrap();
+    assert_eq!(got.len(), 2, "the gpu scheduler takes both render steps");
+    h.submit("g3", "gpu", 0).await;
+    assert!(h.store.claim_due_steps(claim_params("cpu", &[], vec![])).await.unwrap().is_empty());
+    h.advance(secs(10));
+    let got = h.store.claim_due_steps(claim_params("cpu", &[], vec![])).await.unwrap();
+    assert_eq!(got.len(), 1, "after the fallback anyone may");
+}
+
+pub async fn concurrency_and_rate_limits_hold_across_claims<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register_standard().await;
+    for i in 0..10 {
+        h.submit(&format!("t{i}"), "one", 0).await;
+    }
+    let cap = || vec![AgentLimit { agent: WORKER.into(), max_concurrent: Some(3), per_second: None }];
+    let a = h.store.claim_due_steps(claim_params("s1", &[], cap())).await.unwrap();
+    let b = h.store.claim_due_steps(claim_params("s2", &[], cap())).await.unwrap();
+    assert_eq!((a.len(), b.len()), (3, 0), "at most 3 running, whoever claims");
+    h.complete("s1", &a[0], json!({})).await;
+    assert_eq!(h.store.claim_due_steps(claim_params("s2", &[], cap())).await.unwrap().len(), 1);
+
+    let rate = || vec![AgentLimit { agent: WORKER.into(), max_concurrent: None, per_second: Some(2) }];
+    let c = h.store.claim_due_steps(claim_params("s3", &[], rate())).await.unwrap();
+    let d = h.store.claim_due_steps(claim_params("s4", &[], rate())).await.unwrap();
+    assert_eq!((c.len(), d.len()), (2, 0), "2 per second");
+    h.advance(secs(1));
+    assert_eq!(h.store.claim_due_steps(claim_params("s4", &[], rate())).await.unwrap().len(), 2, "a new second");
+}
+
+pub async fn heartbeats_extend_the_response_timeout_up_to_the_step_timeout<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register(&def(json!({"name": "long", "steps": [
+        {"name": "build", "agent": WORKER, "timeout": "10s", "response_timeout": "2s"}
+    ]})))
+    .await;
+    h.submit("l1", "long", 0).await;
+    let c = h.claim_one("s1").await;
+    let start = h.now();
+    assert_eq!(c.complete_by, start.plus(secs(2)), "the first response window");
+    h.advance(secs(1));
+    let p = ExtendLease { step_id: c.id, lease_token: c.lease_token };
+    assert_eq!(h.store.extend_lease(p.clone()).await.unwrap(), start.plus(secs(3)));
+    h.advance(secs(8));
+    assert_eq!(h.store.extend_lease(p.clone()).await.unwrap(), start.plus(secs(10)), "never past the timeout");
+    let stale = ExtendLease { step_id: c.id, lease_token: shiftboss_core::LeaseToken(c.lease_token.0 + 1) };
+    assert!(matches!(h.store.extend_lease(stale).await, Err(StoreError::Conflict(_))));
+}
+
+pub async fn a_silent_agent_is_expired_at_its_response_timeout<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register(&def(json!({"name": "long", "steps": [
+        {"name": "build", "agent": WORKER, "timeout": "10s", "response_timeout": "2s"}
+    ]})))
+    .await;
+    let leader = h.supervisor().await;
+    h.submit("l1", "long", 0).await;
+    h.claim_one("s1").await;
+    h.advance(secs(2));
+    assert_eq!(h.expire(&leader, Default::default()).await.unwrap().retried, 1);
+}
+
+pub async fn on_timeout_fail_task_and_alert_only<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register(&def(json!({"name": "strict", "compensate_on_failure": false, "steps": [
+        {"name": "pay", "agent": WORKER, "timeout": "1s", "on_timeout": "fail_task"}
+    ]})))
+    .await;
+    h.register(&def(json!({"name": "lenient", "steps": [
+        {"name": "pay", "agent": WORKER, "timeout": "1s", "on_timeout": "alert_only"}
+    ]})))
+    .await;
+    let leader = h.supervisor().await;
+    let strict = h.submit("s", "strict", 0).await;
+    h.claim_one("s1").await;
+    h.advance(secs(1));
+    assert_eq!(h.expire(&leader, Default::default()).await.unwrap().gave_up, 1, "no retry: the task fails");
+    assert_eq!(h.task(strict).await.task.state, TaskState::Failed);
+
+    let lenient = h.submit("l", "lenient", 0).await;
+    let c = h.claim_one("s1").await;
+    h.advance(secs(1));
+    h.expire(&leader, Default::default()).await.unwrap();
+    let s = h.step_named(lenient, "pay").await;
+    assert_eq!((s.state, s.locked_by.as_deref()), (StepState::Processing, Some("s1")), "it stays with its holder");
+    let d = h.task(lenient).await;
+    assert_eq!(count(&d.events, ev::STEP_OVERDUE), 1);
+    h.advance(secs(60));
+    h.expire(&leader, Default::default()).await.unwrap();
+    assert_eq!(count(&h.task(lenient).await.events, ev::STEP_OVERDUE), 1, "alerted once");
+    assert!(matches!(h.complete("s1", &c, json!({})).await, ReplyOutcome::Applied { .. }), "its late reply counts");
+}
