@@ -1,39 +1,82 @@
 //! The scheduler's claim (P14): due Pending steps become Processing under one instance's lease.
+//! Agents with a concurrency or rate limit claim on their own, within what the limit leaves.
 
 use crate::error::map_err;
 use crate::tx::Tx;
 use rusqlite::types::Value;
+use rusqlite::{OptionalExtension, params};
 use serde_json::json;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::{LeaseToken, StepId, TaskId, Timestamp};
-use shiftboss_store::{ClaimDueSteps, ClaimedStep, StoreError, event_kind as ev};
+use shiftboss_store::{AgentLimit, ClaimDueSteps, ClaimedStep, StoreError, event_kind as ev};
 use std::rc::Rc;
 
+/// The width of a rate limit's window.
+const RATE_WINDOW_MS: i64 = 1000;
+
 pub fn claim_due_steps(t: &Tx<'_>, p: &ClaimDueSteps) -> Result<Vec<ClaimedStep>, StoreError> {
-    if p.limit == 0 || p.agents.is_empty() {
+    if p.limit == 0 || p.agents.is_empty() || p.buckets.as_ref().is_some_and(Vec::is_empty) {
         return Ok(Vec::new());
     }
-    let agents: Rc<Vec<Value>> = Rc::new(p.agents.iter().map(|a| Value::from(a.clone())).collect());
+    let limit_of = |agent: &str| {
+        p.limits.iter().find(|l| l.agent == agent && (l.max_concurrent.is_some() || l.per_second.is_some()))
+    };
+    let free: Vec<String> = p.agents.iter().filter(|a| limit_of(a).is_none()).cloned().collect();
+    let mut claimed = Vec::new();
+    if !free.is_empty() {
+        claimed = claim_group(t, p, &free, p.limit)?;
+    }
+    for limit in p.agents.iter().filter_map(|a| limit_of(a)) {
+        let room = p.limit.saturating_sub(claimed.len() as u32);
+        if room == 0 {
+            break;
+        }
+        let allowed = allowance(t, limit)?.min(room);
+        if allowed == 0 {
+            continue;
+        }
+        let got = claim_group(t, p, std::slice::from_ref(&limit.agent), allowed)?;
+        if limit.per_second.is_some() {
+            use_rate(t, &limit.agent, got.len() as i64)?;
+        }
+        claimed.extend(got);
+    }
+    for c in &claimed {
+        t.event(
+            c.task_id,
+            Some(c.id),
+            ev::STEP_CLAIMED,
+            EventLevel::Info,
+            p.instance.as_str(),
+            json!({"lease_token": c.lease_token.0, "complete_by": c.complete_by.0, "attempt": c.attempt}),
+        )?;
+    }
+    Ok(claimed)
+}
+
+fn claim_group(t: &Tx<'_>, p: &ClaimDueSteps, agents: &[String], limit: u32) -> Result<Vec<ClaimedStep>, StoreError> {
+    let agents: Rc<Vec<Value>> = Rc::new(agents.iter().map(|a| Value::from(a.clone())).collect());
     let filtered = p.buckets.is_some();
-    if p.buckets.as_ref().is_some_and(Vec::is_empty) {
-        return Ok(Vec::new());
-    }
     let buckets: Rc<Vec<Value>> = Rc::new(p.buckets.iter().flatten().map(|b| Value::from(i64::from(*b))).collect());
+    let domains: Rc<Vec<Value>> = Rc::new(p.domains.iter().map(|d| Value::from(d.clone())).collect());
     // One statement picks and locks: inside the IMMEDIATE transaction no other writer runs, so no
-    // other scheduler, in this process or another, can claim the same rows.
+    // other scheduler, in this process or another, can claim the same rows. With a response
+    // timeout, complete-by starts at the first response window; heartbeats move it on.
     let mut st =
         t.tx.prepare_cached(
-            "UPDATE steps SET state = 'processing', locked_by = ?1, complete_by = ?2 + timeout_ms,
+            "UPDATE steps SET state = 'processing', locked_by = ?1,
+                    complete_by = ?2 + min(timeout_ms, coalesce(response_timeout_ms, timeout_ms)), claimed_at = ?2,
                     lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?2
              WHERE id IN (SELECT id FROM steps
                           WHERE state = 'pending' AND due_at <= ?2 AND agent IN rarray(?3)
                                 AND (?5 = 0 OR bucket IN rarray(?6))
+                                AND (domain IS NULL OR domain IN rarray(?7) OR fallback_at <= ?2)
                           ORDER BY priority DESC, due_at, id LIMIT ?4)
              RETURNING id, task_id, name, agent, lease_token, complete_by, attempts, input, config, idempotency_key",
         )
         .map_err(map_err)?;
     let rows = st
-        .query_map(rusqlite::params![p.instance.as_str(), t.now.0, agents, p.limit, filtered, buckets], |r| {
+        .query_map(params![p.instance.as_str(), t.now.0, agents, limit, filtered, buckets, domains], |r| {
             Ok(ClaimedStep {
                 id: StepId(r.get(0)?),
                 task_id: TaskId(r.get(1)?),
@@ -49,16 +92,63 @@ pub fn claim_due_steps(t: &Tx<'_>, p: &ClaimDueSteps) -> Result<Vec<ClaimedStep>
             })
         })
         .map_err(map_err)?;
-    let claimed: Vec<ClaimedStep> = rows.collect::<Result<_, _>>().map_err(map_err)?;
-    for c in &claimed {
-        t.event(
-            c.task_id,
-            Some(c.id),
-            ev::STEP_CLAIMED,
-            EventLevel::Info,
-            p.instance.as_str(),
-            json!({"lease_token": c.lease_token.0, "complete_by": c.complete_by.0, "attempt": c.attempt}),
-        )?;
+    rows.collect::<Result<_, _>>().map_err(map_err)
+}
+
+/// How many more steps of a limited agent may start now.
+fn allowance(t: &Tx<'_>, limit: &AgentLimit) -> Result<u32, StoreError> {
+    let mut room = u32::MAX;
+    if let Some(max) = limit.max_concurrent {
+        let running: u32 =
+            t.tx.prepare_cached("SELECT count(*) FROM steps WHERE state = 'processing' AND agent = ?1")
+                .and_then(|mut st| st.query_row([&limit.agent], |r| r.get(0)))
+                .map_err(map_err)?;
+        room = room.min(max.saturating_sub(running));
     }
-    Ok(claimed)
+    if let Some(per_second) = limit.per_second {
+        let window = t.now.0 - t.now.0.rem_euclid(RATE_WINDOW_MS);
+        let used: Option<(i64, i64)> =
+            t.tx.prepare_cached("SELECT window_start, used FROM agent_rates WHERE agent = ?1")
+                .and_then(|mut st| st.query_row([&limit.agent], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+                .map_err(map_err)?;
+        let used = match used {
+            Some((start, used)) if start == window => used,
+            _ => 0,
+        };
+        room = room.min(u32::try_from((i64::from(per_second) - used).max(0)).unwrap_or(0));
+    }
+    Ok(room)
+}
+
+fn use_rate(t: &Tx<'_>, agent: &str, n: i64) -> Result<(), StoreError> {
+    let window = t.now.0 - t.now.0.rem_euclid(RATE_WINDOW_MS);
+    t.tx.prepare_cached(
+        "INSERT INTO agent_rates (agent, window_start, used) VALUES (?1, ?2, ?3)
+         ON CONFLICT (agent) DO UPDATE SET
+             used = CASE WHEN window_start = excluded.window_start THEN used + excluded.used ELSE excluded.used END,
+             window_start = excluded.window_start",
+    )
+    .and_then(|mut st| st.execute(params![agent, window, n]))
+    .map_err(map_err)?;
+    Ok(())
+}
+
+/// A step heartbeat: complete-by moves to now plus the response timeout, never past the claim's
+/// start plus the step's timeout, and never back.
+pub fn extend_lease(t: &Tx<'_>, p: &shiftboss_store::ExtendLease) -> Result<Timestamp, StoreError> {
+    let at: Option<i64> =
+        t.tx.prepare_cached(
+            "UPDATE steps SET complete_by = max(complete_by,
+                     min(?3 + coalesce(response_timeout_ms, timeout_ms),
+                         coalesce(claimed_at + timeout_ms, ?3 + timeout_ms))), updated_at = ?3
+             WHERE id = ?1 AND lease_token = ?2 AND state = 'processing' AND kind = 'agent' RETURNING complete_by",
+        )
+        .and_then(|mut st| st.query_row(params![p.step_id.0, p.lease_token.0, t.now.0], |r| r.get(0)).optional())
+        .map_err(map_err)?;
+    at.map(Timestamp).ok_or_else(|| {
+        StoreError::Conflict(format!(
+            "step {}: lease {} is not held (lapsed, or claimed again)",
+            p.step_id, p.lease_token
+        ))
+    })
 }

@@ -6,6 +6,7 @@ use crate::tx::Tx;
 use rusqlite::params;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
+use shiftboss_core::workflow::OnTimeout;
 use shiftboss_core::{StepId, TaskId};
 use shiftboss_store::lapse::{self, Lapse, LapsedStep};
 use shiftboss_store::{ExpiryReport, LeaderTerm, StoreError, event_kind as ev};
@@ -18,9 +19,14 @@ struct Held {
     lease_token: i64,
     locked_by: Option<String>,
     retry: Option<RetryPolicy>,
+    on_timeout: OnTimeout,
 }
 
-const HELD_COLUMNS: &str = "id, task_id, agent, failure_count, lease_token, locked_by, retry";
+const HELD_COLUMNS: &str = "id, task_id, agent, failure_count, lease_token, locked_by, retry, on_timeout";
+
+/// An `alert_only` step whose complete-by passed keeps its holder, with no deadline left: the
+/// supervisor never takes it back, and an operator decides.
+const NO_DEADLINE: i64 = i64::MAX;
 
 fn read_held(r: &rusqlite::Row<'_>) -> rusqlite::Result<Held> {
     let retry = crate::rows::retry_policy(r, 6)?;
@@ -32,6 +38,7 @@ fn read_held(r: &rusqlite::Row<'_>) -> rusqlite::Result<Held> {
         lease_token: r.get(4)?,
         locked_by: r.get(5)?,
         retry,
+        on_timeout: OnTimeout::parse(&r.get::<_, String>(7)?).unwrap_or_default(),
     })
 }
 
@@ -86,18 +93,36 @@ fn take_back(
 ) -> Result<ExpiryReport, StoreError> {
     let mut report = ExpiryReport::default();
     for h in held {
+        if lapse == Lapse::Expired && h.on_timeout == OnTimeout::AlertOnly {
+            let changed =
+                t.tx.execute(
+                    "UPDATE steps SET complete_by = ?3, updated_at = ?4
+                     WHERE id = ?1 AND lease_token = ?2 AND state = 'processing'",
+                    params![h.id.0, h.lease_token, NO_DEADLINE, t.now.0],
+                )
+                .map_err(map_err)?;
+            if changed == 1 {
+                let detail = serde_json::json!({"held_by": h.locked_by, "lease_token": h.lease_token});
+                t.event(h.task_id, Some(h.id), ev::STEP_OVERDUE, EventLevel::Alert, actor, detail)?;
+            }
+            continue;
+        }
         let step = LapsedStep {
             agent: &h.agent,
             failure_count: h.failure_count,
             retry: h.retry.as_ref(),
             locked_by: h.locked_by.as_deref(),
             lease_token: h.lease_token,
+            on_timeout: h.on_timeout,
         };
         let plan = lapse::plan(step, lapse, t.now, policies, fastrand::f64());
         let changed =
             t.tx.prepare_cached(
-                "UPDATE steps SET state = ?3, failure_count = ?4, due_at = ?5, last_error = ?6,
-                        locked_by = NULL, complete_by = NULL, updated_at = ?7
+                "UPDATE steps SET state = ?3, failure_count = ?4, last_error = ?6,
+                        locked_by = NULL, complete_by = NULL, updated_at = ?7,
+                        -- A paused task's step waits for the resume, like its other pending steps.
+                        due_at = CASE WHEN (SELECT state FROM tasks WHERE id = steps.task_id) = 'paused'
+                                      THEN 9223372036854775807 ELSE ?5 END
                  WHERE id = ?1 AND lease_token = ?2 AND state = 'processing'",
             )
             .and_then(|mut st| {

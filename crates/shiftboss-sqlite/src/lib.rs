@@ -16,6 +16,7 @@ mod leader;
 pub mod open;
 mod operator;
 mod query;
+mod reconcile;
 mod replies;
 mod rows;
 mod schedulers;
@@ -86,7 +87,7 @@ impl SqliteStore {
         blocking(move || {
             let mut conn = this.inner.conn.lock().unwrap_or_else(|p| p.into_inner());
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(map_err)?;
-            let t = Tx { tx: &tx, now: this.clock_now(), defs: &this.inner.defs };
+            let t = Tx::new(&tx, this.clock_now(), &this.inner.defs);
             let out = f(&t)?;
             tx.commit().map_err(map_err)?;
             Ok(out)
@@ -118,7 +119,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 /// The caller commits. Schedulers notice the new task at their next poll.
 pub fn submit_task_in(tx: &Transaction<'_>, p: &SubmitTask) -> Result<Submitted> {
     let defs = DefCache::default();
-    let t = Tx { tx, now: Timestamp::from_system(SystemTime::now()), defs: &defs };
+    let t = Tx::new(tx, Timestamp::from_system(SystemTime::now()), &defs);
     submit::submit(&t, p)
 }
 
@@ -190,7 +191,25 @@ impl Store for SqliteStore {
     }
 
     async fn cancel_task(&self, p: CancelTask) -> Result<()> {
-        self.write(move |t| operator::cancel_task(t, &p)).await
+        let p = OperateTask { task_id: p.task_id, actor: p.actor, reason: p.reason, command: TaskCommand::Cancel };
+        self.write(move |t| operator::operate_task(t, &p)).await
+    }
+
+    async fn operate_task(&self, p: OperateTask) -> Result<()> {
+        p.validate()?;
+        self.write(move |t| operator::operate_task(t, &p)).await
+    }
+
+    async fn reconcile(&self, p: Reconcile) -> Result<ReconcileReport> {
+        self.write(move |t| reconcile::reconcile(t, &p)).await
+    }
+
+    async fn extend_lease(&self, p: ExtendLease) -> Result<Timestamp> {
+        self.write(move |t| claim::extend_lease(t, &p)).await
+    }
+
+    async fn list_workflows(&self) -> Result<Vec<WorkflowSummary>> {
+        self.read(query::list_workflows).await
     }
 
     async fn get_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {

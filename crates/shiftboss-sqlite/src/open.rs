@@ -11,7 +11,11 @@ use std::time::Duration;
 pub const APPLICATION_ID: i32 = 0x5342_4f53;
 
 /// Every migration, in order; the schema version is the number of migrations applied.
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_initial.sql"), include_str!("migrations/0002_buckets.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_initial.sql"),
+    include_str!("migrations/0002_buckets.sql"),
+    include_str!("migrations/0003_workflows.sql"),
+];
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
@@ -64,8 +68,11 @@ pub fn open_connection(path: &Path, opts: &OpenOptions) -> Result<Connection, St
         Durability::Full => "FULL",
         Durability::Normal => "NORMAL",
     };
-    conn.execute_batch(&format!("PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON;")).map_err(map_err)?;
+    // Foreign keys are checked from here on, but not while migrating: a migration may rebuild a
+    // table that others reference (SQLite's way to change a constraint).
+    conn.execute_batch(&format!("PRAGMA synchronous = {sync}; PRAGMA foreign_keys = OFF;")).map_err(map_err)?;
     migrate(&conn, path)?;
+    conn.execute_batch("PRAGMA foreign_keys = ON;").map_err(map_err)?;
     Ok(conn)
 }
 
@@ -122,6 +129,12 @@ fn migrate(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         tx.execute_batch(sql).map_err(map_err)?;
         tx.execute_batch(&format!("PRAGMA user_version = {}", i + 1)).map_err(map_err)?;
+    }
+    // A rebuilt table must leave every reference intact.
+    let broken: i64 =
+        tx.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| r.get(0)).map_err(map_err)?;
+    if broken > 0 {
+        return Err(StoreError::Incompatible(format!("{}: migration left {broken} broken references", path.display())));
     }
     tx.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}")).map_err(map_err)?;
     tx.commit().map_err(map_err)

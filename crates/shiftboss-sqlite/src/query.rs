@@ -5,7 +5,7 @@ use crate::rows::{EVENT_COLUMNS, STEP_COLUMNS, TASK_COLUMNS};
 use rusqlite::{Connection, OptionalExtension, params};
 use shiftboss_core::model::TaskRecord;
 use shiftboss_core::{StepState, TaskId, TaskState};
-use shiftboss_store::{ListTasks, StoreError, Summary, TaskDetail, event_kind as ev};
+use shiftboss_store::{ListTasks, StoreError, Summary, TaskDetail, WorkflowSummary, event_kind as ev};
 
 pub fn get_task(c: &Connection, id: TaskId) -> Result<Option<TaskDetail>, StoreError> {
     let task = c
@@ -94,4 +94,19 @@ fn collect<T>(
     let mut st = c.prepare_cached(sql).map_err(map_err)?;
     let rows = st.query_map(p, f).map_err(map_err)?;
     rows.collect::<Result<_, _>>().map_err(map_err)
+}
+
+pub fn list_workflows(c: &Connection) -> Result<Vec<WorkflowSummary>, StoreError> {
+    collect(c, "SELECT name, version, definition, created_at FROM workflows ORDER BY name, version", [], |r| {
+        let text: String = r.get(2)?;
+        let description = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|d| d["description"].as_str().map(str::to_owned));
+        Ok(WorkflowSummary {
+            name: r.get(0)?,
+            version: r.get(1)?,
+            description,
+            created_at: shiftboss_core::Timestamp(r.get(3)?),
+        })
+    })
 }

@@ -16,21 +16,26 @@ const MAX_ERROR_LEN: usize = 2000;
 
 pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply) -> Result<ReplyOutcome, StoreError> {
     let row =
-        t.tx.prepare_cached("SELECT task_id, state, lease_token FROM steps WHERE id = ?1")
+        t.tx.prepare_cached("SELECT task_id, state, lease_token, kind = 'agent' FROM steps WHERE id = ?1")
             .and_then(|mut st| {
                 st.query_row([r.step_id.0], |row| {
                     Ok((
                         TaskId(row.get(0)?),
                         crate::rows::parsed::<StepState>(row, 1, "steps.state")?,
                         row.get::<_, i64>(2)?,
+                        row.get::<_, bool>(3)?,
                     ))
                 })
                 .optional()
             })
             .map_err(map_err)?;
-    let Some((task_id, state, token)) = row else {
+    let Some((task_id, state, token, is_agent)) = row else {
         return Ok(ReplyOutcome::Rejected { reason: format!("step {} does not exist", r.step_id) });
     };
+    if !is_agent {
+        // Control steps hold no lease: no reply may move them.
+        return Ok(ReplyOutcome::Rejected { reason: format!("step {} is a control step, not an agent's", r.step_id) });
+    }
     let event = match &r.result {
         ReplyResult::Completed(_) => StepEvent::Complete,
         ReplyResult::PermanentError(_) => StepEvent::PermanentError,
@@ -63,7 +68,7 @@ pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply) -> Result<ReplyOutcome, 
         t.tx.prepare_cached(
             "UPDATE steps SET state = ?3, output = ?4, last_error = coalesce(?5, last_error),
                     locked_by = NULL, complete_by = NULL, updated_at = ?6
-             WHERE id = ?1 AND lease_token = ?2 AND state = 'processing'",
+             WHERE id = ?1 AND lease_token = ?2 AND state = 'processing' AND kind = 'agent'",
         )
         .and_then(|mut st| st.execute(params![r.step_id.0, r.lease_token.0, next.as_str(), output, error, t.now.0]))
         .map_err(map_err)?;

@@ -4,15 +4,16 @@ use crate::error::bad_column;
 use rusqlite::Row;
 use shiftboss_core::model::{EventLevel, EventRecord, StepRecord, TaskRecord};
 use shiftboss_core::retry::RetryPolicy;
+use shiftboss_core::workflow::StepKind;
 use shiftboss_core::{LeaseToken, StepId, TaskId, Timestamp};
 use std::time::Duration;
 
-pub const TASK_COLUMNS: &str =
-    "id, task_key, workflow, workflow_version, state, priority, input, output, created_at, updated_at, bucket";
+pub const TASK_COLUMNS: &str = "id, task_key, workflow, workflow_version, state, priority, input, output, created_at, updated_at, bucket, \
+     parent_task_id, deadline_at";
 
 pub const STEP_COLUMNS: &str = "id, task_id, name, agent, state, locked_by, complete_by, lease_token, due_at, \
      priority, failure_count, attempts, last_error, input, output, idempotency_key, timeout_ms, config, retry, \
-     created_at, updated_at, bucket";
+     created_at, updated_at, bucket, kind, compensates";
 
 pub const EVENT_COLUMNS: &str = "id, task_id, step_id, at, kind, level, actor, detail";
 
@@ -47,6 +48,8 @@ pub fn task(row: &Row<'_>) -> rusqlite::Result<TaskRecord> {
         created_at: Timestamp(row.get(8)?),
         updated_at: Timestamp(row.get(9)?),
         bucket: row.get(10)?,
+        parent_task_id: row.get::<_, Option<i64>>(11)?.map(TaskId),
+        deadline_at: row.get::<_, Option<i64>>(12)?.map(Timestamp),
     })
 }
 
@@ -80,7 +83,14 @@ pub fn step(row: &Row<'_>) -> rusqlite::Result<StepRecord> {
         created_at: Timestamp(row.get(19)?),
         updated_at: Timestamp(row.get(20)?),
         bucket: row.get(21)?,
+        kind: step_kind(row, 22)?,
+        compensates: row.get(23)?,
     })
+}
+
+pub fn step_kind(row: &Row<'_>, idx: usize) -> rusqlite::Result<StepKind> {
+    let text: String = row.get(idx)?;
+    StepKind::parse(&text).ok_or_else(|| bad_column("steps.kind", format!("unknown step kind {text:?}")))
 }
 
 pub fn event(row: &Row<'_>) -> rusqlite::Result<EventRecord> {

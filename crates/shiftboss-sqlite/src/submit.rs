@@ -67,16 +67,26 @@ pub fn submit(t: &Tx<'_>, p: &SubmitTask) -> Result<Submitted, StoreError> {
             .ok_or_else(|| StoreError::InvalidInput(format!("unknown workflow {:?}", p.workflow)))?,
     };
     // Loads (and checks) the definition before anything is written.
-    t.definition(&p.workflow, version).map_err(|e| match e {
+    let def = t.definition(&p.workflow, version).map_err(|e| match e {
         StoreError::NotFound { .. } => {
             StoreError::InvalidInput(format!("unknown workflow {:?} version {version}", p.workflow))
         }
         other => other,
     })?;
     t.tx.execute(
-        "INSERT INTO tasks (task_key, workflow, workflow_version, state, priority, input, created_at, updated_at, bucket)
-         VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?6, ?7)",
-        params![p.key, p.workflow, version, p.priority, p.input.to_string(), t.now.0, bucket_of(&p.key)],
+        "INSERT INTO tasks (task_key, workflow, workflow_version, state, priority, input, created_at, updated_at, bucket,
+                            deadline_at)
+         VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?6, ?7, ?8)",
+        params![
+            p.key,
+            p.workflow,
+            version,
+            p.priority,
+            p.input.to_string(),
+            t.now.0,
+            bucket_of(&p.key),
+            def.timeout.map(|d| t.now.plus(d).0)
+        ],
     )
     .map_err(map_err)?;
     let task_id = TaskId(t.tx.last_insert_rowid());

@@ -6,6 +6,7 @@ use shiftboss_core::model::EventLevel;
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{StepId, TaskId, Timestamp};
 use shiftboss_store::StoreError;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -18,6 +19,15 @@ pub struct Tx<'a> {
     pub tx: &'a Transaction<'a>,
     pub now: Timestamp,
     pub defs: &'a DefCache,
+    /// Tasks whose decider is running in this transaction, each with a flag raised when a child
+    /// task changed one of its steps meanwhile (it then decides again rather than recursing).
+    pub advancing: RefCell<Vec<(TaskId, bool)>>,
+}
+
+impl<'a> Tx<'a> {
+    pub fn new(tx: &'a Transaction<'a>, now: Timestamp, defs: &'a DefCache) -> Tx<'a> {
+        Tx { tx, now, defs, advancing: RefCell::new(Vec::new()) }
+    }
 }
 
 impl Tx<'_> {

@@ -118,6 +118,8 @@ async fn reopening_a_store_keeps_its_data() {
             limit: 1,
             agents: vec!["pay".into()],
             buckets: None,
+            domains: vec![],
+            limits: vec![],
         };
         assert_eq!(store.claim_due_steps(p).await.unwrap().len(), 1);
         (store.get_task(task).await.unwrap().unwrap(), store.summarize().await.unwrap())
@@ -160,6 +162,8 @@ async fn submit_in_a_committed_transaction_writes_both() {
         limit: 10,
         agents: vec!["pay".into()],
         buckets: None,
+        domains: vec![],
+        limits: vec![],
     };
     let claimed = store.claim_due_steps(p).await.unwrap();
     assert_eq!(claimed.iter().map(|c| c.task_id).collect::<Vec<_>>(), vec![s.task_id]);
@@ -200,7 +204,9 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
         "PRAGMA user_version = 1; PRAGMA application_id = {};
          INSERT INTO workflows VALUES ('w', 1, '{{\"name\":\"w\",\"steps\":[{{\"name\":\"a\",\"agent\":\"x\"}}]}}', 0);
          INSERT INTO tasks (task_key, workflow, workflow_version, state, input, created_at, updated_at)
-              VALUES ('old', 'w', 1, 'running', '{{}}', 0, 0);",
+              VALUES ('old', 'w', 1, 'running', '{{}}', 0, 0);
+         INSERT INTO steps (task_id, name, agent, state, due_at, input, idempotency_key, timeout_ms, created_at, updated_at)
+              VALUES (1, 'a', 'x', 'pending', 0, '{{}}', 'k-old', 30000, 0, 0);",
         shiftboss_sqlite::open::APPLICATION_ID
     ))
     .unwrap();
@@ -211,5 +217,27 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, shiftboss_sqlite::SCHEMA_VERSION);
-    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 2);
+    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 3);
+    // The tasks table was rebuilt (migration 3): ids, steps and references survive it.
+    let detail = shiftboss_store::Store::get_task(&store, old.id).await.unwrap().expect("the old task");
+    assert_eq!(detail.steps.len(), 1);
+    assert_eq!(detail.steps[0].kind, shiftboss_core::workflow::StepKind::Agent);
+    let broken: i64 = c.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(broken, 0);
+    let ok: String = c.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(ok, "ok");
+    let submitted = shiftboss_store::Store::submit_task(
+        &store,
+        shiftboss_store::SubmitTask {
+            key: "new".into(),
+            workflow: "w".into(),
+            version: None,
+            input: serde_json::json!({}),
+            priority: 0,
+            actor: "t".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert!(submitted.task_id.0 > old.id.0, "ids keep growing across the rebuild");
 }
