@@ -1,84 +1,114 @@
 //! Moving a task on: run the decider on its current steps and write what it decides, inside the
-//! transaction that changed a step; and the task lock that keeps two deciders off one task (C7).
+//! transaction that changed a step. The caller holds the task's lock (see `lock`).
+//!
+//! A decide may start a child task (which decides at once), and a child that ends moves its
+//! parent's step on in the same transaction (`children`). A parent whose decider is running when
+//! that happens is not entered again: its flag in `Tx::advancing` is raised, and it decides once
+//! more when its current round ends.
 
-use crate::rows::{get, opt_json, parsed};
+use crate::children::{start_child, tell_parent};
+use crate::rows::{get, json, opt_json, parsed, step_kind};
+use crate::steps::{cancel_step, insert_step, update_step};
 use crate::tx::Tx;
-use serde_json::json;
-use shiftboss_core::decider::{Decision, StepView, decide};
+use serde_json::{Value, json};
+use shiftboss_core::decider::{Action, StepView, TaskMove, TaskView, decide, needs_compensation};
 use shiftboss_core::model::EventLevel;
-use shiftboss_core::workflow::{StepDef, WorkflowDef};
-use shiftboss_core::{StepId, StepState, TaskId, TaskState, time::duration_ms};
+use shiftboss_core::workflow::{StepKind, WorkflowDef};
+use shiftboss_core::{StepState, TaskId, TaskState, Timestamp};
 use shiftboss_store::{StoreError, event_kind as ev};
+use std::future::Future;
+use std::pin::Pin;
 
-/// Locks the rows of these tasks until the transaction ends and returns their states (a task that
-/// does not exist is left out).
-///
-/// Every operation that runs the decider or changes a step on a task's behalf calls this before it
-/// reads the task's steps, so two deciders never interleave on one task, in this process or another.
-/// Rows are locked in ascending id order: two calls that lock several tasks then never wait on each
-/// other in a cycle (no deadlock between a sweep and a batch of replies).
-pub async fn lock_tasks(t: &Tx<'_>, ids: &[TaskId]) -> Result<Vec<(TaskId, TaskState)>, StoreError> {
-    let mut ids: Vec<i64> = ids.iter().map(|i| i.0).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    // The locking clause sits above the sort in the plan, so rows are locked in the ORDER BY's order.
-    let rows = t.query("SELECT id, state FROM tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE", &[&ids]).await?;
-    rows.iter().map(|r| Ok((TaskId(get(r, 0)?), parsed(r, 1, "tasks.state")?))).collect()
-}
+/// How many times one advance decides again after a child ended at once.
+const MAX_ROUNDS: usize = 64;
+
+/// A boxed future: the calls that recurse through child tasks (advance, end a tree) return one.
+pub type Boxed<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
 pub struct Advanced {
     pub state: TaskState,
     pub scheduled: u32,
 }
 
-/// The caller holds the task's lock (see [`lock_tasks`]).
-pub async fn advance_task(t: &Tx<'_>, task_id: TaskId, actor: &str) -> Result<Advanced, StoreError> {
+/// What the decider and the writes need of a task row.
+pub struct TaskRow {
+    pub state: TaskState,
+    pub workflow: String,
+    pub version: u32,
+    pub input: Value,
+    pub key: String,
+    pub priority: i32,
+    pub depth: i32,
+}
+
+pub async fn load_task(t: &Tx<'_>, task_id: TaskId) -> Result<TaskRow, StoreError> {
     let row = t
-        .query_opt("SELECT state, workflow, workflow_version, input, priority FROM tasks WHERE id = $1", &[&task_id.0])
+        .query_opt(
+            "SELECT state, workflow, workflow_version, input, task_key, priority, depth FROM tasks WHERE id = $1",
+            &[&task_id.0],
+        )
         .await?
         .ok_or_else(|| StoreError::NotFound { what: "task", id: task_id.to_string() })?;
-    let state: TaskState = parsed(&row, 0, "tasks.state")?;
-    if state != TaskState::Running {
-        return Ok(Advanced { state, scheduled: 0 });
+    Ok(TaskRow {
+        state: parsed(&row, 0, "tasks.state")?,
+        workflow: get(&row, 1)?,
+        version: crate::rows::count(&row, 2, "tasks.workflow_version")?,
+        input: json(&row, 3, "tasks.input")?,
+        key: get(&row, 4)?,
+        priority: get(&row, 5)?,
+        depth: get(&row, 6)?,
+    })
+}
+
+/// Decides and writes until the task waits on something outside this transaction.
+pub fn advance_task<'a>(t: &'a Tx<'_>, task_id: TaskId, actor: &'a str) -> Boxed<'a, Advanced> {
+    Box::pin(async move {
+        t.advancing.lock().unwrap_or_else(|p| p.into_inner()).push((task_id, false));
+        let out = rounds(t, task_id, actor).await;
+        t.advancing.lock().unwrap_or_else(|p| p.into_inner()).retain(|(id, _)| *id != task_id);
+        out
+    })
+}
+
+async fn rounds(t: &Tx<'_>, task_id: TaskId, actor: &str) -> Result<Advanced, StoreError> {
+    let mut scheduled = 0;
+    for _ in 0..MAX_ROUNDS {
+        let task = load_task(t, task_id).await?;
+        if !task.state.is_active() {
+            return Ok(Advanced { state: task.state, scheduled });
+        }
+        let def = t.definition(&task.workflow, task.version).await?;
+        let rows = load_views(t, task_id).await?;
+        let view = TaskView { id: task_id.0, key: &task.key, state: task.state, input: &task.input, now: t.now };
+        let decision = decide(&def, &view, &rows);
+        for action in decision.actions {
+            scheduled += apply(t, task_id, &task, &def, action, actor).await?;
+        }
+        let state = move_task(t, task_id, task.state, decision.task, actor).await?;
+        // A child that ended at once (or could not start) changed a step of ours: decide again.
+        if !take_again(t, task_id) {
+            return Ok(Advanced { state, scheduled });
+        }
     }
-    let workflow: &str = get(&row, 1)?;
-    let version = crate::rows::count(&row, 2, "tasks.workflow_version")?;
-    let input: &str = get(&row, 3)?;
-    let priority: i32 = get(&row, 4)?;
-    let def = t.definition(workflow, version).await?;
-    let steps = load_views(t, task_id).await?;
-    let views: Vec<StepView<'_>> =
-        steps.iter().map(|(n, s, o)| StepView { name: n, state: *s, output: o.as_ref() }).collect();
-    let (new_state, detail, level, kind) = match decide(&def, &views) {
-        Decision::Wait => return Ok(Advanced { state, scheduled: 0 }),
-        Decision::Schedule(indexes) => {
-            for &i in &indexes {
-                insert_step(t, task_id, &def, &def.steps[i], input, priority, actor).await?;
-            }
-            return Ok(Advanced { state, scheduled: indexes.len() as u32 });
+    Err(StoreError::Backend(format!("task {task_id}: still moving after {MAX_ROUNDS} decides in one transaction")))
+}
+
+/// Lowers the task's decide-again flag; true if it was raised.
+fn take_again(t: &Tx<'_>, task_id: TaskId) -> bool {
+    let mut advancing = t.advancing.lock().unwrap_or_else(|p| p.into_inner());
+    advancing.iter_mut().find(|(id, _)| *id == task_id).is_some_and(|(_, again)| std::mem::take(again))
+}
+
+/// Raises the flag of a task whose decider is running; false when none is.
+pub fn mark_again(t: &Tx<'_>, task_id: TaskId) -> bool {
+    let mut advancing = t.advancing.lock().unwrap_or_else(|p| p.into_inner());
+    match advancing.iter_mut().find(|(id, _)| *id == task_id) {
+        Some(entry) => {
+            entry.1 = true;
+            true
         }
-        Decision::Complete { output } => {
-            t.execute(
-                "UPDATE tasks SET state = 'completed', output = $2, updated_at = $3 WHERE id = $1",
-                &[&task_id.0, &output.to_string(), &t.now.0],
-            )
-            .await?;
-            (TaskState::Completed, json!({}), EventLevel::Info, ev::TASK_COMPLETED)
-        }
-        Decision::Fail { step } => {
-            set_task_state(t, task_id, TaskState::Failed).await?;
-            (TaskState::Failed, json!({"step": step}), EventLevel::Alert, ev::TASK_FAILED)
-        }
-        Decision::Cancelled => {
-            set_task_state(t, task_id, TaskState::Cancelled).await?;
-            (TaskState::Cancelled, json!({}), EventLevel::Info, ev::TASK_CANCELLED)
-        }
-    };
-    t.event(task_id, None, kind, level, actor, detail).await?;
-    Ok(Advanced { state: new_state, scheduled: 0 })
+        None => false,
+    }
 }
 
 pub async fn set_task_state(t: &Tx<'_>, task_id: TaskId, state: TaskState) -> Result<(), StoreError> {
@@ -87,47 +117,135 @@ pub async fn set_task_state(t: &Tx<'_>, task_id: TaskId, state: TaskState) -> Re
     Ok(())
 }
 
-type View = (String, StepState, Option<serde_json::Value>);
-
-async fn load_views(t: &Tx<'_>, task_id: TaskId) -> Result<Vec<View>, StoreError> {
-    let rows = t.query("SELECT name, state, output FROM steps WHERE task_id = $1 ORDER BY id", &[&task_id.0]).await?;
-    rows.iter().map(|r| Ok((get(r, 0)?, parsed(r, 1, "steps.state")?, opt_json(r, 2, "steps.output")?))).collect()
-}
-
-async fn insert_step(
-    t: &Tx<'_>,
-    task_id: TaskId,
-    def: &WorkflowDef,
-    step: &StepDef,
-    input: &str,
-    task_priority: i32,
-    actor: &str,
-) -> Result<(), StoreError> {
-    let retry = def.retry_for(step).map(|p| serde_json::to_string(p).expect("policy serializes"));
-    let key = uuid::Uuid::new_v4().to_string();
-    let priority = step.priority_in(task_priority);
-    let row = t
-        .query_one(
-            "INSERT INTO steps (task_id, name, agent, state, due_at, priority, input, idempotency_key, timeout_ms,
-                                config, retry, created_at, updated_at, bucket)
-             VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $9, $10, $4, $4,
-                     (SELECT bucket FROM tasks WHERE id = $1))
-             RETURNING id",
-            &[
-                &task_id.0,
-                &step.name,
-                &step.agent,
-                &t.now.0,
-                &priority,
-                &input,
-                &key,
-                &duration_ms(step.timeout),
-                &step.config.to_string(),
-                &retry,
-            ],
+/// The decider's view of the task's rows, in creation order.
+pub async fn load_views(t: &Tx<'_>, task_id: TaskId) -> Result<Vec<StepView>, StoreError> {
+    let rows = t
+        .query(
+            "SELECT id, name, kind, state, input, output, last_error, updated_at, compensates
+             FROM steps WHERE task_id = $1 ORDER BY id",
+            &[&task_id.0],
         )
         .await?;
-    let step_id = StepId(get(&row, 0)?);
-    t.mark_due_now();
-    t.event(task_id, Some(step_id), ev::STEP_SCHEDULED, EventLevel::Info, actor, json!({"step": step.name})).await
+    rows.iter()
+        .map(|r| {
+            Ok(StepView {
+                id: get(r, 0)?,
+                name: get(r, 1)?,
+                kind: step_kind(r, 2)?,
+                state: parsed(r, 3, "steps.state")?,
+                input: json(r, 4, "steps.input")?,
+                output: opt_json(r, 5, "steps.output")?,
+                last_error: get(r, 6)?,
+                updated_at: Timestamp(get(r, 7)?),
+                compensates: get(r, 8)?,
+            })
+        })
+        .collect()
+}
+
+/// Writes one action; returns how many agent steps it scheduled.
+async fn apply(
+    t: &Tx<'_>,
+    task_id: TaskId,
+    task: &TaskRow,
+    def: &WorkflowDef,
+    action: Action,
+    actor: &str,
+) -> Result<u32, StoreError> {
+    match action {
+        Action::Create(n) => {
+            let step_id = insert_step(t, task_id, task, def, &n).await?;
+            let (kind, detail) = match (n.kind, n.state) {
+                (StepKind::Agent, _) => (ev::STEP_SCHEDULED, json!({"step": n.name})),
+                (StepKind::Switch, _) => (ev::STEP_DECIDED, json!({"step": n.name, "output": n.output})),
+                (StepKind::Wait, StepState::Processed) => (ev::WAIT_ENDED, json!({"step": n.name})),
+                (_, StepState::Processed) => (ev::STEP_PROCESSED, json!({"step": n.name, "output": n.output})),
+                _ => (ev::STEP_STARTED, json!({"step": n.name, "kind": n.kind.as_str()})),
+            };
+            t.event(task_id, Some(step_id), kind, EventLevel::Info, actor, detail).await?;
+            if let Some(child) = &n.child {
+                start_child(t, task_id, task, step_id, &n.name, child, actor).await?;
+            }
+            Ok(u32::from(n.kind == StepKind::Agent))
+        }
+        Action::Update { name, state, output, error } => {
+            let step_id = update_step(t, task_id, &name, state, output.as_ref(), error.as_deref()).await?;
+            let (kind, level) = match state {
+                StepState::Error => (ev::STEP_ERROR, EventLevel::Alert),
+                StepState::Processed => (ev::STEP_PROCESSED, EventLevel::Info),
+                _ => (ev::STEP_STARTED, EventLevel::Info),
+            };
+            let detail = json!({"step": name, "output": output, "error": error});
+            t.event(task_id, step_id, kind, level, actor, detail).await?;
+            Ok(0)
+        }
+        Action::Cancel { name } => {
+            cancel_step(t, task_id, &name, actor).await?;
+            Ok(0)
+        }
+    }
+}
+
+/// Writes the task's own move; returns its state after. A task that ends tells its parent.
+pub async fn move_task(
+    t: &Tx<'_>,
+    task_id: TaskId,
+    now: TaskState,
+    m: TaskMove,
+    actor: &str,
+) -> Result<TaskState, StoreError> {
+    let (state, kind, level, detail, output) = match m {
+        TaskMove::Stay => return Ok(now),
+        TaskMove::Complete { output } => {
+            (TaskState::Completed, ev::TASK_COMPLETED, EventLevel::Info, json!({}), Some(output))
+        }
+        TaskMove::Fail { step, reason } => {
+            (TaskState::Failed, ev::TASK_FAILED, EventLevel::Alert, json!({"step": step, "reason": reason}), None)
+        }
+        TaskMove::Compensate { step, reason } => (
+            TaskState::Compensating,
+            ev::TASK_COMPENSATING,
+            EventLevel::Alert,
+            json!({"step": step, "reason": reason}),
+            None,
+        ),
+        TaskMove::Compensated => (TaskState::Compensated, ev::TASK_COMPENSATED, EventLevel::Info, json!({}), None),
+        TaskMove::CompensationFailed { step } => {
+            (TaskState::Failed, ev::TASK_COMPENSATION_FAILED, EventLevel::Alert, json!({"step": step}), None)
+        }
+        TaskMove::Cancelled => (TaskState::Cancelled, ev::TASK_CANCELLED, EventLevel::Info, json!({}), None),
+    };
+    t.execute(
+        "UPDATE tasks SET state = $2, output = coalesce($3, output), updated_at = $4 WHERE id = $1",
+        &[&task_id.0, &state.as_str(), &output.as_ref().map(Value::to_string), &t.now.0],
+    )
+    .await?;
+    t.event(task_id, None, kind, level, actor, detail).await?;
+    if state.is_terminal() {
+        tell_parent(t, task_id, state, output.as_ref(), actor).await?;
+    }
+    Ok(state)
+}
+
+/// The workflow's timeout passed: live steps are cancelled, and the task fails (compensating
+/// first when its workflow says so). The caller holds the task's lock.
+pub async fn time_out(t: &Tx<'_>, task_id: TaskId, actor: &str) -> Result<(), StoreError> {
+    let task = load_task(t, task_id).await?;
+    if !matches!(task.state, TaskState::Running | TaskState::Paused) {
+        return Ok(());
+    }
+    let def = t.definition(&task.workflow, task.version).await?;
+    for r in load_views(t, task_id).await?.into_iter().filter(StepView::is_live) {
+        cancel_step(t, task_id, &r.name, actor).await?;
+    }
+    t.event(task_id, None, ev::TASK_TIMED_OUT, EventLevel::Alert, actor, json!({"timeout": def.timeout})).await?;
+    let reason = "the workflow's timeout passed".to_owned();
+    let rows = load_views(t, task_id).await?;
+    if def.compensate_on_failure && needs_compensation(&def, &rows) {
+        move_task(t, task_id, task.state, TaskMove::Compensate { step: String::new(), reason }, actor).await?;
+        advance_task(t, task_id, actor).await?;
+    } else {
+        move_task(t, task_id, task.state, TaskMove::Fail { step: String::new(), reason }, actor).await?;
+    }
+    Ok(())
 }

@@ -5,12 +5,18 @@
 //! with and `state = 'processing'`. A step that a reply, a cancel or another sweep moved in the
 //! meantime fails the fence and is skipped: each expiry is counted once. Steps are never locked
 //! before their task, so a sweep and a batch of replies cannot deadlock.
+//!
+//! A step whose policy is `alert_only` is not taken back when its complete-by passes: it keeps its
+//! holder, with no deadline left, and an alert says so.
 
-use crate::advance::{advance_task, lock_tasks};
+use crate::advance::advance_task;
+use crate::error::bad_column;
+use crate::lock::lock_tasks;
 use crate::rows::{count, get, retry_policy};
 use crate::tx::Tx;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
+use shiftboss_core::workflow::OnTimeout;
 use shiftboss_core::{StepId, TaskId};
 use shiftboss_store::lapse::{self, Lapse, LapsedStep};
 use shiftboss_store::{ExpiryReport, LeaderTerm, StoreError, event_kind as ev};
@@ -24,9 +30,14 @@ struct Held {
     lease_token: i64,
     locked_by: Option<String>,
     retry: Option<RetryPolicy>,
+    on_timeout: OnTimeout,
 }
 
-const HELD_COLUMNS: &str = "id, task_id, agent, failure_count, lease_token, locked_by, retry";
+const HELD_COLUMNS: &str = "id, task_id, agent, failure_count, lease_token, locked_by, retry, on_timeout";
+
+/// An `alert_only` step whose complete-by passed keeps its holder, with no deadline left: the
+/// supervisor never takes it back, and an operator decides.
+const NO_DEADLINE: i64 = i64::MAX;
 
 fn read_held(r: &Row) -> Result<Held, StoreError> {
     Ok(Held {
@@ -37,7 +48,12 @@ fn read_held(r: &Row) -> Result<Held, StoreError> {
         lease_token: get(r, 4)?,
         locked_by: get(r, 5)?,
         retry: retry_policy(r, 6)?,
+        on_timeout: parsed_on_timeout(get(r, 7)?)?,
     })
+}
+
+fn parsed_on_timeout(text: &str) -> Result<OnTimeout, StoreError> {
+    OnTimeout::parse(text).ok_or_else(|| bad_column("steps.on_timeout", format!("unknown policy {text:?}")))
 }
 
 /// Refuses a leader-only write unless `leader`'s term is live by the store's clock.
@@ -97,17 +113,25 @@ async fn take_back(
     lock_tasks(t, &held.iter().map(|h| h.task_id).collect::<Vec<_>>()).await?;
     let mut report = ExpiryReport::default();
     for h in held {
+        if lapse == Lapse::Expired && h.on_timeout == OnTimeout::AlertOnly {
+            overdue(t, &h, actor).await?;
+            continue;
+        }
         let step = LapsedStep {
             agent: &h.agent,
             failure_count: h.failure_count,
             retry: h.retry.as_ref(),
             locked_by: h.locked_by.as_deref(),
             lease_token: h.lease_token,
+            on_timeout: h.on_timeout,
         };
         let plan = lapse::plan(step, lapse, t.now, policies, fastrand::f64());
         let changed = t
             .execute(
-                "UPDATE steps SET state = $3, failure_count = $4, due_at = $5, last_error = $6,
+                // A paused task's steps wait, as its other pending steps do, until it resumes.
+                "UPDATE steps SET state = $3, failure_count = $4, last_error = $6,
+                        due_at = CASE WHEN (SELECT state FROM tasks WHERE id = steps.task_id) = 'paused'
+                                      THEN $8::bigint ELSE $5::bigint END,
                         locked_by = NULL, complete_by = NULL, updated_at = $7
                  WHERE id = $1 AND lease_token = $2 AND state = 'processing'",
                 &[
@@ -118,6 +142,7 @@ async fn take_back(
                     &plan.due_at.0,
                     &plan.why,
                     &t.now.0,
+                    &crate::operator::HELD,
                 ],
             )
             .await?;
@@ -135,4 +160,21 @@ async fn take_back(
         }
     }
     Ok(report)
+}
+
+/// An `alert_only` step's lease lapsed: it stays with its holder, past any deadline, and an alert
+/// says so. Fenced like a take-back, so that it is raised once.
+async fn overdue(t: &Tx<'_>, h: &Held, actor: &str) -> Result<(), StoreError> {
+    let changed = t
+        .execute(
+            "UPDATE steps SET complete_by = $3, updated_at = $4
+             WHERE id = $1 AND lease_token = $2 AND state = 'processing'",
+            &[&h.id.0, &h.lease_token, &NO_DEADLINE, &t.now.0],
+        )
+        .await?;
+    if changed == 1 {
+        let detail = serde_json::json!({"held_by": h.locked_by, "lease_token": h.lease_token});
+        t.event(h.task_id, Some(h.id), ev::STEP_OVERDUE, EventLevel::Alert, actor, detail).await?;
+    }
+    Ok(())
 }

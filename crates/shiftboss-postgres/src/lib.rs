@@ -2,26 +2,31 @@
 //! database (P10, P11).
 //!
 //! Layout: [`migrate`] checks and migrates the store's schema; one module per group of store
-//! operations (`submit`, `claim`, `replies`, `expire`, `leader`, `operator`, `query`); `advance`
-//! runs the decider inside the transaction that changed a step and holds the per-task lock (C7);
-//! `tx`, `rows` and `error` are shared plumbing. SQL lives only in this crate.
+//! operations (`submit`, `claim`, `replies`, `expire`, `leader`, `operator`, `reconcile`, `query`);
+//! `advance` runs the decider inside the transaction that changed a step, writing through `steps`
+//! and `children` (sub-workflows); `lock` holds the per-task lock (C7) and `limits` the per-agent
+//! limits of claims; `tx`, `rows` and `error` are shared plumbing. SQL lives only in this crate.
 //!
 //! # Concurrency
 //!
 //! Writes run at READ COMMITTED. That is enough because every check-then-write is one of:
 //!
 //! - **one statement with the check in its WHERE**: the claim (`UPDATE ... WHERE id IN (SELECT ...
-//!   FOR UPDATE SKIP LOCKED)`), every reply and expiry write (fenced by lease token and
-//!   `state = 'processing'`), resubmit (`state = 'error'`), resign, the election (`INSERT ... ON
-//!   CONFLICT DO UPDATE ... WHERE`), and "insert unless it exists" for definitions and task keys
-//!   (`ON CONFLICT DO NOTHING`, then a read of the row that won);
+//!   FOR UPDATE SKIP LOCKED)`), every reply, heartbeat and expiry write (fenced by lease token and
+//!   `state = 'processing'`), the election (`INSERT ... ON CONFLICT DO UPDATE ... WHERE`), resign,
+//!   and "insert unless it exists" for definitions and task keys (`ON CONFLICT DO NOTHING`, then a
+//!   read of the row that won);
 //! - **done under a row lock**: every operation that runs the decider or moves a task's steps on its
 //!   behalf (submit, record_replies, expire_leases, release_instance_claims, resubmit_step,
-//!   cancel_task) locks the task row (`SELECT ... FOR UPDATE`) before it reads the task's steps, so
-//!   two deciders never interleave on one task (C7). Several tasks are locked in ascending id
-//!   order and a step is never locked before its task, so these operations cannot deadlock each
-//!   other; a claim waits for nothing (SKIP LOCKED), so it cannot be part of a deadlock either.
-//!   The sweep also holds its leader row FOR SHARE, so no new term is elected while it runs.
+//!   operate_task and cancel_task, reconcile) locks the task row (`SELECT ... FOR UPDATE`) before
+//!   it reads the task's steps, so two deciders never interleave on one task (C7). A task is locked
+//!   with all its ancestors (a sub-workflow's child ends by moving its parent on), in ascending id
+//!   order, which puts a parent before its child; children are locked below a held parent (a
+//!   cancelled parent cancels them). A step is never locked before its task. So these operations
+//!   cannot deadlock each other (see `lock`). A claim waits for nothing but the rate rows of limited
+//!   agents, which claims alone lock, in agent order (see `limits`), so it cannot be part of a
+//!   deadlock either. Leader-only writes (the sweep, the reconciler) also hold their leader row FOR
+//!   SHARE, so no new term is elected while they run.
 //!
 //! A serialization failure or deadlock that happens anyway is `Unavailable`: the caller retries.
 //!
@@ -34,17 +39,22 @@
 //! `tx::DB_NOW`), so machines whose clocks disagree still agree on when a lease lapsed.
 
 mod advance;
+mod children;
 mod claim;
 mod error;
 mod expire;
 mod leader;
+mod limits;
 mod listen;
+mod lock;
 pub mod migrate;
 mod operator;
 mod query;
+mod reconcile;
 mod replies;
 mod rows;
 mod schedulers;
+mod steps;
 mod submit;
 mod tx;
 
@@ -179,7 +189,7 @@ impl PostgresStore {
         let mut c = self.inner.pool.get().await.map_err(pool_err)?;
         let tx = c.transaction().await.map_err(map_err)?;
         let db = Conn::new(tx.client(), Some(&tx.statement_cache));
-        let t = Tx { db, now: self.now_on(&db).await?, defs: &self.inner.defs, due_now: Default::default() };
+        let t = Tx::new(db, self.now_on(&db).await?, &self.inner.defs);
         let out = f(&t).await?;
         t.notify_if_due(&self.inner.schema).await?;
         tx.commit().await.map_err(map_err)?;
@@ -228,7 +238,7 @@ pub async fn submit_task_in(tx: &tokio_postgres::Transaction<'_>, schema: &str, 
     let defs = DefCache::default();
     let out = match tx::db_now(&db).await {
         Ok(now) => {
-            let t = Tx { db, now, defs: &defs, due_now: Default::default() };
+            let t = Tx::new(db, now, &defs);
             match submit::submit(&t, p).await {
                 Ok(s) => t.notify_if_due(schema).await.map(|()| s),
                 Err(e) => Err(e),
@@ -301,7 +311,25 @@ impl Store for PostgresStore {
     }
 
     async fn cancel_task(&self, p: CancelTask) -> Result<()> {
-        self.write(async |t| operator::cancel_task(t, &p).await).await
+        let p = OperateTask { task_id: p.task_id, actor: p.actor, reason: p.reason, command: TaskCommand::Cancel };
+        self.write(async |t| operator::operate_task(t, &p).await).await
+    }
+
+    async fn operate_task(&self, p: OperateTask) -> Result<()> {
+        p.validate()?;
+        self.write(async |t| operator::operate_task(t, &p).await).await
+    }
+
+    async fn reconcile(&self, p: Reconcile) -> Result<ReconcileReport> {
+        self.write(async |t| reconcile::reconcile(t, &p).await).await
+    }
+
+    async fn extend_lease(&self, p: ExtendLease) -> Result<Timestamp> {
+        self.write(async |t| claim::extend_lease(t, &p).await).await
+    }
+
+    async fn list_workflows(&self) -> Result<Vec<WorkflowSummary>> {
+        self.read(async |c| query::list_workflows(c).await).await
     }
 
     async fn get_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {

@@ -10,7 +10,7 @@ use crate::tx::{Conn, DefCache, pg_int};
 use shiftboss_core::model::TaskRecord;
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{StepState, TaskId, TaskState};
-use shiftboss_store::{ListTasks, StoreError, Summary, TaskDetail, event_kind as ev};
+use shiftboss_store::{ListTasks, StoreError, Summary, TaskDetail, WorkflowSummary, event_kind as ev};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
@@ -90,6 +90,27 @@ pub async fn get_workflow(
     let Some(row) = row else { return Ok(None) };
     let version = crate::rows::count(&row, 0, "workflows.version")?;
     Ok(Some((*defs.parse(name, version, get(&row, 1)?)?).clone()))
+}
+
+/// Every registered definition, by name then version. The description is read out of the stored
+/// text here rather than by a jsonb cast, which refuses some texts JSON allows (a "\u0000").
+pub async fn list_workflows(c: Conn<'_>) -> Result<Vec<WorkflowSummary>, StoreError> {
+    let rows =
+        c.query("SELECT name, version, definition, created_at FROM workflows ORDER BY name, version", &[]).await?;
+    rows.iter()
+        .map(|r| {
+            let definition: &str = get(r, 2)?;
+            let description = serde_json::from_str::<serde_json::Value>(definition)
+                .ok()
+                .and_then(|d| d.get("description").and_then(|v| v.as_str()).map(str::to_owned));
+            Ok(WorkflowSummary {
+                name: get(r, 0)?,
+                version: crate::rows::count(r, 1, "workflows.version")?,
+                description,
+                created_at: shiftboss_core::Timestamp(get(r, 3)?),
+            })
+        })
+        .collect()
 }
 
 pub async fn task_counts(c: Conn<'_>) -> Result<Vec<(TaskState, u64)>, StoreError> {

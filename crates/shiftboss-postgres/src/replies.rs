@@ -2,15 +2,18 @@
 //! that has lapsed can never overwrite newer state.
 //!
 //! The tasks of a batch are locked first (ascending ids), so the decider runs for each task alone.
-//! Each reply is then one UPDATE whose WHERE is the fence (lease token and state = 'processing'):
-//! the check and the write cannot be split, with or without the lock.
+//! Each reply is then one UPDATE whose WHERE is the fence (lease token, state = 'processing', and an
+//! agent's row: control steps hold no lease): the check and the write cannot be split, with or
+//! without the lock.
 
-use crate::advance::{advance_task, lock_tasks};
+use crate::advance::advance_task;
+use crate::lock::lock_tasks;
 use crate::rows::{get, parsed};
 use crate::tx::Tx;
 use serde_json::json;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::state::StepEvent;
+use shiftboss_core::workflow::StepKind;
 use shiftboss_core::{StepState, TaskId};
 use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, event_kind as ev};
 use std::collections::HashMap;
@@ -49,7 +52,7 @@ async fn record_reply(t: &Tx<'_>, actor: &str, task_id: TaskId, r: &Reply) -> Re
         .execute(
             "UPDATE steps SET state = $3, output = $4, last_error = coalesce($5, last_error),
                     locked_by = NULL, complete_by = NULL, updated_at = $6
-             WHERE id = $1 AND lease_token = $2 AND state = 'processing'",
+             WHERE id = $1 AND lease_token = $2 AND state = 'processing' AND kind = 'agent'",
             &[&r.step_id.0, &r.lease_token.0, &next.as_str(), &output, &error, &t.now.0],
         )
         .await?;
@@ -75,9 +78,17 @@ async fn reject(
     r: &Reply,
     event: StepEvent,
 ) -> Result<ReplyOutcome, StoreError> {
-    let row = t.query_one("SELECT state, lease_token FROM steps WHERE id = $1", &[&r.step_id.0]).await?;
+    let row = t.query_opt("SELECT state, lease_token, kind FROM steps WHERE id = $1", &[&r.step_id.0]).await?;
+    // An operator's rerun removes the rows it runs again: the step may have gone since it was found.
+    let Some(row) = row else {
+        return Ok(ReplyOutcome::Rejected { reason: format!("step {} does not exist", r.step_id) });
+    };
     let state: StepState = parsed(&row, 0, "steps.state")?;
     let token: i64 = get(&row, 1)?;
+    if get::<&str>(&row, 2)? != StepKind::Agent.as_str() {
+        // Control steps hold no lease: no reply may move them. Not recorded, as in the SQLite store.
+        return Ok(ReplyOutcome::Rejected { reason: format!("step {} is a control step, not an agent's", r.step_id) });
+    }
     let reason = if token != r.lease_token.0 {
         format!("lease {} lapsed; the step was claimed again (lease {token})", r.lease_token.0)
     } else {

@@ -3,18 +3,19 @@
 use crate::error::{bad_column, map_err};
 use shiftboss_core::model::{EventLevel, EventRecord, StepRecord, TaskRecord};
 use shiftboss_core::retry::RetryPolicy;
+use shiftboss_core::workflow::StepKind;
 use shiftboss_core::{LeaseToken, StepId, TaskId, Timestamp};
 use shiftboss_store::StoreError;
 use std::time::Duration;
 use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 
-pub const TASK_COLUMNS: &str =
-    "id, task_key, workflow, workflow_version, state, priority, input, output, created_at, updated_at, bucket";
+pub const TASK_COLUMNS: &str = "id, task_key, workflow, workflow_version, state, priority, input, output, created_at, \
+     updated_at, bucket, parent_task_id, deadline_at";
 
 pub const STEP_COLUMNS: &str = "id, task_id, name, agent, state, locked_by, complete_by, lease_token, due_at, \
      priority, failure_count, attempts, last_error, input, output, idempotency_key, timeout_ms, config, retry, \
-     created_at, updated_at, bucket";
+     created_at, updated_at, bucket, kind, compensates";
 
 pub const EVENT_COLUMNS: &str = "id, task_id, step_id, at, kind, level, actor, detail";
 
@@ -64,6 +65,8 @@ pub fn task(row: &Row) -> Result<TaskRecord, StoreError> {
         created_at: Timestamp(get(row, 8)?),
         updated_at: Timestamp(get(row, 9)?),
         bucket: bucket(row, 10)?,
+        parent_task_id: get::<Option<i64>>(row, 11)?.map(TaskId),
+        deadline_at: get::<Option<i64>>(row, 12)?.map(Timestamp),
     })
 }
 
@@ -77,6 +80,7 @@ pub fn step(row: &Row) -> Result<StepRecord, StoreError> {
         id: StepId(get(row, 0)?),
         task_id: TaskId(get(row, 1)?),
         name: get(row, 2)?,
+        kind: step_kind(row, 22)?,
         agent: get(row, 3)?,
         state: parsed(row, 4, "steps.state")?,
         locked_by: get(row, 5)?,
@@ -96,7 +100,13 @@ pub fn step(row: &Row) -> Result<StepRecord, StoreError> {
         created_at: Timestamp(get(row, 19)?),
         updated_at: Timestamp(get(row, 20)?),
         bucket: bucket(row, 21)?,
+        compensates: get(row, 23)?,
     })
+}
+
+pub fn step_kind(row: &Row, idx: usize) -> Result<StepKind, StoreError> {
+    let text: &str = get(row, idx)?;
+    StepKind::parse(text).ok_or_else(|| bad_column("steps.kind", format!("unknown step kind {text:?}")))
 }
 
 pub fn event(row: &Row) -> Result<EventRecord, StoreError> {

@@ -5,7 +5,8 @@
 //! its own, so a new snapshot) then sees that row. Two callers racing on one key never both insert
 //! and never fail with a unique violation.
 
-use crate::advance::{advance_task, lock_tasks};
+use crate::advance::advance_task;
+use crate::lock::lock_tasks;
 use crate::rows::get;
 use crate::tx::{Tx, pg_int};
 use serde_json::json;
@@ -60,7 +61,7 @@ pub async fn submit(t: &Tx<'_>, p: &SubmitTask) -> Result<Submitted, StoreError>
             .ok_or_else(|| StoreError::InvalidInput(format!("unknown workflow {:?}", p.workflow)))?,
     };
     // Loads (and checks) the definition before anything is written.
-    t.definition(&p.workflow, version).await.map_err(|e| match e {
+    let def = t.definition(&p.workflow, version).await.map_err(|e| match e {
         StoreError::NotFound { .. } => {
             StoreError::InvalidInput(format!("unknown workflow {:?} version {version}", p.workflow))
         }
@@ -69,8 +70,8 @@ pub async fn submit(t: &Tx<'_>, p: &SubmitTask) -> Result<Submitted, StoreError>
     let row = t
         .query_opt(
             "INSERT INTO tasks (task_key, workflow, workflow_version, state, priority, input, created_at, updated_at,
-                                bucket)
-             VALUES ($1, $2, $3, 'running', $4, $5, $6, $6, $7)
+                                bucket, deadline_at)
+             VALUES ($1, $2, $3, 'running', $4, $5, $6, $6, $7, $8)
              ON CONFLICT (task_key) DO NOTHING
              RETURNING id",
             &[
@@ -81,6 +82,7 @@ pub async fn submit(t: &Tx<'_>, p: &SubmitTask) -> Result<Submitted, StoreError>
                 &p.input.to_string(),
                 &t.now.0,
                 &i32::from(shiftboss_core::buckets::bucket_of(&p.key)),
+                &def.timeout.map(|d| t.now.plus(d).0),
             ],
         )
         .await?;

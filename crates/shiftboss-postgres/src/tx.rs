@@ -7,7 +7,7 @@ use shiftboss_core::model::EventLevel;
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{StepId, TaskId, Timestamp};
 use shiftboss_store::StoreError;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 use tokio_postgres::types::ToSql;
@@ -98,6 +98,19 @@ pub struct Tx<'a> {
     pub defs: &'a DefCache,
     /// Set when the transaction makes work due now: its commit then notifies the listeners.
     pub due_now: std::sync::atomic::AtomicBool,
+    /// The tasks whose rows this transaction holds locked (see `lock`), so that none is locked
+    /// twice and a missing lock can be taken where it is found missing.
+    pub locked: Mutex<HashSet<TaskId>>,
+    /// Tasks whose decider is running in this transaction, each with a flag raised when a child
+    /// task changed one of its steps meanwhile (it then decides again rather than recursing).
+    /// A std mutex, never held across an await: the transaction's futures must stay `Send`.
+    pub advancing: Mutex<Vec<(TaskId, bool)>>,
+}
+
+impl<'a> Tx<'a> {
+    pub fn new(db: Conn<'a>, now: Timestamp, defs: &'a DefCache) -> Tx<'a> {
+        Tx { db, now, defs, due_now: Default::default(), locked: Default::default(), advancing: Default::default() }
+    }
 }
 
 impl Tx<'_> {

@@ -7,7 +7,7 @@ use common::{TestSchema, admin, test_db};
 use serde_json::json;
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_postgres::PostgresStore;
-use shiftboss_store::{Store, SubmitTask};
+use shiftboss_store::{Store, SubmitTask, TaskCommand};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -109,6 +109,8 @@ async fn work_due_later_does_not_ring_but_a_resubmit_does() {
         limit: 1,
         agents: vec!["x".into()],
         buckets: None,
+        domains: vec![],
+        limits: vec![],
     };
     let c = a.claim_due_steps(p).await.unwrap().remove(0);
     assert!(timeout(Duration::from_millis(300), bell.notified()).await.is_err(), "a claim rang the bell");
@@ -128,4 +130,34 @@ async fn work_due_later_does_not_ring_but_a_resubmit_does() {
     let r = shiftboss_store::ResubmitStep { step_id: c.id, actor: "ops".into(), reason: "fixed".into() };
     a.resubmit_step(r).await.unwrap();
     timeout(Duration::from_secs(5), bell.notified()).await.expect("the resubmit rang");
+}
+
+/// A task that starts with a wait schedules no agent step: no ring. A signal that ends the wait
+/// schedules one: a ring. A pause rings for nothing; the resume of a task with held work rings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_steps_do_not_ring_but_what_they_make_due_does() {
+    let Some(url) = test_db() else { return };
+    let s = TestSchema::migrated(&url).await;
+    let a = PostgresStore::connect(&url, &s.options(false)).await.unwrap();
+    let wf = WorkflowDef::from_json(
+        r#"{"name":"w","steps":[{"name":"hold","kind":"wait","signal":"go"},{"name":"a","agent":"x"}]}"#,
+    )
+    .unwrap();
+    a.register_workflow(&wf).await.unwrap();
+    let bell = Arc::new(Notify::new());
+    let bell2 = bell.clone();
+    let _sub = a.subscribe_due_work(Arc::new(move || bell2.notify_one()));
+    wait_listeners(&url, &s.name, 1).await;
+    let _ = timeout(Duration::from_millis(200), bell.notified()).await;
+    let quiet = Duration::from_millis(300);
+
+    let t = a.submit_task(task("t1")).await.unwrap().task_id;
+    assert!(timeout(quiet, bell.notified()).await.is_err(), "a wait step rang the bell");
+    let op = |command| shiftboss_store::OperateTask { task_id: t, actor: "ops".into(), reason: "test".into(), command };
+    a.operate_task(op(TaskCommand::Pause)).await.unwrap();
+    assert!(timeout(quiet, bell.notified()).await.is_err(), "a pause rang the bell");
+    a.operate_task(op(TaskCommand::Signal { name: "go".into(), payload: json!({}) })).await.unwrap();
+    assert!(timeout(quiet, bell.notified()).await.is_err(), "a paused task's signal scheduled nothing");
+    a.operate_task(op(TaskCommand::Resume)).await.unwrap();
+    timeout(Duration::from_secs(5), bell.notified()).await.expect("the resume scheduled the agent step and rang");
 }

@@ -103,8 +103,14 @@ async fn late_replies_racing_the_sweep_each_win_a_step_once_without_deadlock() {
         for i in 0..STEPS {
             replier.submit_task(submit_params(&format!("r{round}-{i}"), "one", 0)).await.unwrap();
         }
-        let p =
-            ClaimDueSteps { instance: id("sched-1"), limit: STEPS as u32, agents: vec![WORKER.into()], buckets: None };
+        let p = ClaimDueSteps {
+            instance: id("sched-1"),
+            limit: STEPS as u32,
+            agents: vec![WORKER.into()],
+            buckets: None,
+            domains: vec![],
+            limits: vec![],
+        };
         let mut claimed = replier.claim_due_steps(p).await.unwrap();
         assert_eq!(claimed.len(), STEPS);
         claimed.sort_by_key(|c| std::cmp::Reverse(c.task_id));

@@ -81,6 +81,8 @@ async fn submit_in_a_committed_transaction_writes_both() {
         limit: 10,
         agents: vec!["pay".into()],
         buckets: None,
+        domains: vec![],
+        limits: vec![],
     };
     let claimed = a.store.claim_due_steps(p).await.unwrap();
     assert_eq!(claimed.iter().map(|c| c.task_id).collect::<Vec<_>>(), vec![s.task_id], "claimable at once");
