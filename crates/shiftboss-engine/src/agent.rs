@@ -25,6 +25,9 @@ pub struct AgentCall {
     pub complete_by: Timestamp,
     /// The same deadline on this process's monotonic clock; the runtime drops the call at it.
     pub deadline: tokio::time::Instant,
+    /// Reports progress (a step heartbeat), which moves complete-by on when the step has a
+    /// response timeout.
+    pub progress: crate::progress::Progress,
 }
 
 /// How a call failed.

@@ -56,6 +56,11 @@ pub struct SchedulerConfig {
     /// The agent types this instance serves; `None` serves every agent it has (M4).
     pub agents: Option<Vec<String>>,
     pub buckets: BucketPolicy,
+    /// The isolation domains this instance serves, besides steps with no domain.
+    pub domains: Vec<String>,
+    /// Concurrency and rate limits per agent type, enforced by the store across all instances
+    /// (every instance should carry the same limits).
+    pub limits: Vec<shiftboss_store::AgentLimit>,
     /// With [`BucketPolicy::Share`], how long a heartbeat counts; one is sent every third of it.
     pub heartbeat_ttl: Duration,
     /// Most replies written in one transaction.
@@ -77,6 +82,8 @@ impl Default for SchedulerConfig {
             poll_mode: PollMode::FixedDelay,
             agents: None,
             buckets: BucketPolicy::All,
+            domains: Vec::new(),
+            limits: Vec::new(),
             heartbeat_ttl: Duration::from_secs(6),
             reply_batch: 256,
             backoff: Backoff::default(),
@@ -94,11 +101,21 @@ pub struct SupervisorConfig {
     pub batch: u32,
     /// The leader lease's time to live; renewed every third of it.
     pub leader_ttl: Duration,
+    /// How often the reconciler runs (C6): timed waits end and task timeouts are enforced within it.
+    pub reconcile_interval: Duration,
+    /// A live task with nothing live that has not changed for this long is decided again.
+    pub stale_after: Duration,
 }
 
 impl Default for SupervisorConfig {
     fn default() -> Self {
-        SupervisorConfig { interval: Duration::from_secs(1), batch: 1000, leader_ttl: Duration::from_secs(15) }
+        SupervisorConfig {
+            interval: Duration::from_secs(1),
+            batch: 1000,
+            leader_ttl: Duration::from_secs(15),
+            reconcile_interval: Duration::from_secs(1),
+            stale_after: Duration::from_secs(60),
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use crate::scheduler::Scheduler;
 use crate::supervisor::Supervisor;
 use shiftboss_core::InstanceId;
 use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
-use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_core::workflow::{StepKind, WorkflowDef};
 use shiftboss_store::{RegisterOutcome, Store, StoreError, SubmitTask, Submitted};
 use std::sync::Arc;
 use tokio::sync::{Notify, watch};
@@ -138,11 +138,11 @@ impl Engine {
     /// agent accepts its step's config, then registers it.
     pub async fn register_workflow(&self, def: &WorkflowDef) -> Result<RegisterOutcome, EngineError> {
         def.validate()?;
-        for step in &def.steps {
-            let problem = match self.inner.agents.get(&step.agent) {
+        for step in def.all_steps().into_iter().filter(|s| s.kind == StepKind::Agent) {
+            let problem = match self.inner.agents.get(step.agent_name()) {
                 None => Some(format!(
                     "unknown agent {:?} (this engine has: {})",
-                    step.agent,
+                    step.agent_name(),
                     self.inner.agents.names().join(", ")
                 )),
                 Some(a) => a.check_config(step).err(),

@@ -20,6 +20,7 @@ pub mod elector;
 pub mod engine;
 pub mod http_agent;
 pub mod metrics;
+pub mod progress;
 pub mod runtime;
 pub mod scheduler;
 pub mod supervisor;

@@ -9,7 +9,7 @@ use shiftboss_core::breaker::{Admission, BreakerConfig, CircuitBreaker};
 use shiftboss_store::ReplyResult;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
-use tokio::time::{Instant, sleep_until, timeout_at};
+use tokio::time::{Instant, sleep_until};
 
 /// Circuit breakers by service, shared by every step of this process.
 #[derive(Default)]
@@ -53,8 +53,9 @@ pub async fn run_step(
     backoff: Backoff,
     metrics: &Metrics,
 ) -> Option<ReplyResult> {
-    let deadline = call.deadline;
     loop {
+        // Progress reports may have moved the deadline on since the last try.
+        let deadline = call.progress.deadline();
         if Instant::now() >= deadline {
             Metrics::add(&metrics.dropped_at_deadline, 1);
             return None;
@@ -69,31 +70,48 @@ pub async fn run_step(
                 continue;
             }
         };
-        let result = timeout_at(deadline, agent.call(&call)).await;
+        let result = until_deadline(&call, agent.call(&call)).await;
+        let deadline = call.progress.deadline();
         match result {
-            Err(_elapsed) => {
+            None => {
                 if probing {
                     breakers.with(service, CircuitBreaker::on_abandoned);
                 }
                 Metrics::add(&metrics.dropped_at_deadline, 1);
                 return None;
             }
-            Ok(Ok(output)) => {
+            Some(Ok(output)) => {
                 breakers.with(service, CircuitBreaker::on_success);
                 return Some(ReplyResult::Completed(output));
             }
-            Ok(Err(AgentError::Permanent(e))) => {
+            Some(Err(AgentError::Permanent(e))) => {
                 // The service answered: it is up, whatever it thought of the request.
                 breakers.with(service, CircuitBreaker::on_success);
                 return Some(ReplyResult::PermanentError(e));
             }
-            Ok(Err(AgentError::Transient(e))) => {
+            Some(Err(AgentError::Transient(e))) => {
                 breakers.with(service, |b| b.on_failure(mono_now()));
                 tracing::debug!(step = %call.step_id, try_number = call.try_number, error = %e, "transient fault");
                 let wait = backoff.delay(call.try_number, fastrand::f64());
                 call.try_number += 1;
                 Metrics::add(&metrics.in_call_retries, 1);
                 sleep_until((Instant::now() + wait).min(deadline)).await;
+            }
+        }
+    }
+}
+
+/// Runs `fut` until the call's deadline, following the deadline as progress reports move it.
+async fn until_deadline<T>(call: &AgentCall, fut: impl std::future::Future<Output = T>) -> Option<T> {
+    tokio::pin!(fut);
+    loop {
+        let deadline = call.progress.deadline();
+        tokio::select! {
+            out = &mut fut => return Some(out),
+            _ = sleep_until(deadline) => {
+                if call.progress.deadline() <= deadline {
+                    return None;
+                }
             }
         }
     }
@@ -146,7 +164,34 @@ mod tests {
             try_number: 1,
             complete_by: Timestamp(0),
             deadline: Instant::now() + deadline_in,
+            progress: crate::progress::Progress::fixed(Instant::now() + deadline_in),
         }
+    }
+
+    struct Slow;
+
+    #[async_trait]
+    impl Agent for Slow {
+        async fn call(&self, _call: &AgentCall) -> Result<serde_json::Value, AgentError> {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            Ok(serde_json::json!("done"))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_moved_on_by_progress_lets_a_long_call_finish() {
+        let m = Metrics::default();
+        let mut c = call(Duration::from_secs(2));
+        let out = run_step(&Slow, c.clone(), "svc", &breakers(100), Backoff::default(), &m).await;
+        assert!(out.is_none(), "without progress the call is dropped at 2 s");
+        let (progress, mover) = crate::progress::Progress::manual(Instant::now() + Duration::from_secs(2));
+        c.progress = progress;
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            mover.send_replace(Instant::now() + Duration::from_secs(4));
+        });
+        let out = run_step(&Slow, c, "svc", &breakers(100), Backoff::default(), &m).await;
+        assert!(matches!(out, Some(ReplyResult::Completed(v)) if v == "done"), "the moved deadline let it finish");
     }
 
     fn breakers(threshold: u32) -> Breakers {

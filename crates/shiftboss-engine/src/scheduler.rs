@@ -7,6 +7,7 @@
 use crate::agent::{AgentCall, AgentRegistry};
 use crate::config::{BucketPolicy, PollMode, SchedulerConfig};
 use crate::metrics::Metrics;
+use crate::progress::Progress;
 use crate::runtime::{Breakers, run_step};
 use shiftboss_core::InstanceId;
 use shiftboss_core::retry::RetryPolicies;
@@ -93,6 +94,8 @@ impl Scheduler {
                     limit: free as u32,
                     agents: agents.clone(),
                     buckets: owned.buckets.clone(),
+                    domains: this.config.domains.clone(),
+                    limits: this.config.limits.clone(),
                 };
                 match this.store.claim_due_steps(p).await {
                     Ok(steps) => {
@@ -223,6 +226,14 @@ impl Scheduler {
             try_number: 1,
             complete_by: step.complete_by,
             deadline,
+            progress: Progress::for_claim(
+                self.store.clone(),
+                step.id,
+                step.lease_token,
+                step.claimed_at,
+                claim_started,
+                deadline,
+            ),
         };
         if let Some(result) =
             run_step(agent.as_ref(), call, &service, &self.breakers, self.config.backoff, &self.metrics).await

@@ -1,13 +1,16 @@
 //! The supervisor (P6, P7, P17): every interval, if it is the leader, it finds the steps whose
 //! complete-by passed while still processing and has each retried after its policy's delay, or
 //! sent to Error with an alert at the threshold. It knows nothing of the business (P8).
+//!
+//! The leader also runs the reconciler (C6) on its own interval: timed waits end, tasks past their
+//! workflow's timeout fail, and stalled tasks are decided again.
 
 use crate::config::SupervisorConfig;
 use crate::elector::Elector;
 use crate::metrics::Metrics;
 use shiftboss_core::InstanceId;
 use shiftboss_core::retry::RetryPolicies;
-use shiftboss_store::{ExpireLeases, ExpiryReport, Store, StoreError};
+use shiftboss_store::{ExpireLeases, ExpiryReport, Reconcile, ReconcileReport, Store, StoreError};
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::time::{MissedTickBehavior, interval};
@@ -78,6 +81,26 @@ impl Supervisor {
         Ok(total)
     }
 
+    /// One reconciler pass, if this instance is the leader. Tests call it directly.
+    pub async fn reconcile_once(&mut self) -> Result<ReconcileReport, StoreError> {
+        let Some(term) = self.elector.ensure().await? else { return Ok(ReconcileReport::default()) };
+        let p = Reconcile { leader: term, stale_after: self.config.stale_after, limit: self.config.batch };
+        let r = self.store.reconcile(p).await;
+        match &r {
+            Err(StoreError::NotLeader(_)) => self.elector.forget(),
+            Ok(r) if *r != ReconcileReport::default() => {
+                tracing::info!(
+                    waits_ended = r.waits_ended,
+                    timed_out = r.timed_out,
+                    redecided = r.redecided,
+                    "reconciler"
+                );
+            }
+            _ => {}
+        }
+        r
+    }
+
     pub fn is_leader(&self) -> bool {
         self.elector.current().is_some()
     }
@@ -86,11 +109,18 @@ impl Supervisor {
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let mut tick = interval(self.config.interval);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut reconcile = interval(self.config.reconcile_interval);
+        reconcile.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = tick.tick() => {
                     if let Err(e) = self.run_once().await {
                         tracing::warn!(error = %e, "supervisor sweep failed; trying again next interval");
+                    }
+                }
+                _ = reconcile.tick() => {
+                    if let Err(e) = self.reconcile_once().await {
+                        tracing::warn!(error = %e, "reconciler pass failed; trying again next interval");
                     }
                 }
                 _ = shutdown.changed() => break,

@@ -186,6 +186,8 @@ async fn a_restarted_scheduler_takes_back_its_steps_at_once() {
             limit: 10,
             agents: vec!["svc".into()],
             buckets: None,
+            domains: vec![],
+            limits: vec![],
         })
         .await
         .unwrap();
@@ -233,7 +235,7 @@ async fn an_unknown_agent_or_a_bad_agent_config_is_refused_at_registration() {
     let fx = Fixture::new();
     let engine = fx.engine(&svc, "s1", Roles::default());
     let mut wf = workflow(1000);
-    wf.steps[1].agent = "nobody".into();
+    wf.steps[1].agent = Some("nobody".into());
     let err = engine.register_workflow(&wf).await.unwrap_err().to_string();
     assert!(err.contains("charge") && err.contains("unknown agent"), "{err}");
     let mut wf = workflow(1000);
@@ -258,7 +260,7 @@ async fn a_scheduler_claims_only_the_agent_types_it_serves() {
     engine.register_workflow(&workflow(5_000)).await.unwrap();
     let mut other = workflow(5_000);
     other.name = "other".into();
-    other.steps.iter_mut().for_each(|s| s.agent = "other".into());
+    other.steps.iter_mut().for_each(|s| s.agent = Some("other".into()));
     engine.register_workflow(&other).await.unwrap();
     let running = engine.start();
     // Submitted first, so it is due first: a scheduler that served it would claim it first.

@@ -35,7 +35,8 @@ async fn fixture() -> Fixture {
 }
 
 fn supervisor(f: &Fixture, name: &str, policy: RetryPolicy) -> Supervisor {
-    let config = SupervisorConfig { interval: ms(100), batch: 2, leader_ttl: Duration::from_secs(10) };
+    let config =
+        SupervisorConfig { interval: ms(100), batch: 2, leader_ttl: Duration::from_secs(10), ..Default::default() };
     let policies = Arc::new(RetryPolicies { default: policy, ..RetryPolicies::default() });
     Supervisor::new(f.store.clone(), InstanceId::new(name).unwrap(), config, policies, Arc::new(Metrics::default()))
 }
@@ -58,6 +59,8 @@ async fn submit_and_claim_keyed(f: &Fixture, prefix: &str, n: usize) {
         limit: 100,
         agents: vec!["x".into()],
         buckets: None,
+        domains: vec![],
+        limits: vec![],
     };
     assert_eq!(f.store.claim_due_steps(p).await.unwrap().len(), n);
 }
@@ -89,6 +92,8 @@ async fn the_interval_list_is_followed_to_the_letter_then_the_step_goes_to_error
             limit: 10,
             agents: vec!["x".into()],
             buckets: None,
+            domains: vec![],
+            limits: vec![],
         };
         f.clock.advance(ms(wait as u64 - 1));
         assert!(f.store.claim_due_steps(p()).await.unwrap().is_empty());
