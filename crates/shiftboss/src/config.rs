@@ -17,15 +17,20 @@
 //! buckets = "share"                # "all" (default), "share" (by weight among live schedulers) or "0-127,200"
 //! weight = 2                       # this scheduler's share of the machine power, with "share"
 //! heartbeat_ttl = "6s"
+//! domains = ["gpu"]                # isolation domains served, besides steps with no domain
 //!
 //! [supervisor]
 //! interval = "1s"
 //! batch = 1000
 //! leader_ttl = "15s"
+//! reconcile_interval = "1s"        # timed waits and task timeouts are enforced within it
+//! stale_after = "1m"               # a live task with nothing live is decided again after this
 //!
 //! [agents.stock]                   # an HTTP agent wrapping one service
 //! base_url = "http://127.0.0.1:8081"
 //! retry = { kind = "exponential", base = "1s", cap = "1m", jitter = 0.2, max_failures = 8 }
+//! max_concurrent = 20              # at most 20 stock steps running at once, across every process
+//! per_second = 100                 # at most 100 stock steps started per second, across every process
 //! ```
 
 use anyhow::Context;
@@ -74,6 +79,7 @@ pub struct SchedulerSection {
     pub weight: Option<u32>,
     #[serde(default, with = "serde_duration::option")]
     pub heartbeat_ttl: Option<Duration>,
+    pub domains: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -84,6 +90,10 @@ pub struct SupervisorSection {
     pub batch: Option<u32>,
     #[serde(default, with = "serde_duration::option")]
     pub leader_ttl: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub reconcile_interval: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub stale_after: Option<Duration>,
 }
 
 /// An agent of the deployment: an HTTP agent wrapping the service at `base_url`.
@@ -92,6 +102,8 @@ pub struct SupervisorSection {
 pub struct AgentSection {
     pub base_url: String,
     pub retry: Option<RetryPolicy>,
+    pub max_concurrent: Option<u32>,
+    pub per_second: Option<u32>,
 }
 
 impl FileConfig {

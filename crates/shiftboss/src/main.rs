@@ -33,7 +33,10 @@ enum Command {
     Serve(commands::serve::ServeArgs),
     /// Create the state store, or bring its schema to this build's version.
     Migrate,
-    /// Look at and act on tasks.
+    /// Register workflow definitions (JSON, YAML or Conductor's) and look at them.
+    #[command(subcommand)]
+    Workflows(commands::workflows::WorkflowsCommand),
+    /// Start, look at and act on tasks.
     #[command(subcommand)]
     Tasks(commands::tasks::TasksCommand),
     /// Act on steps.
@@ -52,6 +55,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         Command::Demo(args) => demo::run(&db, args).await,
         Command::Serve(args) => args.run(&db, &file).await.map(|()| true),
         Command::Migrate => commands::migrate::run(&db).await.map(|()| true),
+        Command::Workflows(c) => c.run(&db).await.map(|()| true),
         Command::Tasks(c) => c.run(&db).await.map(|()| true),
         Command::Steps(c) => c.run(&db).await.map(|()| true),
     }

@@ -58,7 +58,10 @@ fn the_demo_with_faults_finishes_every_order_and_applies_no_effect_twice() {
     assert!(figure(&s, "recovered") > 0, "hung calls were recovered after their lease expired: {s}");
     let sum = summarize(&db);
     assert_eq!(sum.tasks_in(TaskState::Running), 0);
-    assert_eq!(sum.tasks_in(TaskState::Completed) + sum.tasks_in(TaskState::Failed), 300);
+    let ended = [TaskState::Completed, TaskState::Failed, TaskState::Compensated].map(|t| sum.tasks_in(t));
+    assert_eq!(ended.iter().sum::<u64>(), 300, "every order ended: {ended:?}");
+    assert!(sum.tasks_in(TaskState::Compensated) > 0, "refusals after a charge were undone: {s}");
+    assert!(figure(&s, "compensated") > 0, "{s}");
 }
 
 #[test]
@@ -129,7 +132,7 @@ fn an_operator_resubmits_a_failed_step_and_the_task_completes() {
     let task_id = v["task"]["id"].as_i64().unwrap().to_string();
     let o = run(&db, &["tasks", "cancel", &task_id]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).contains("already completed"), "{}", text(&o));
+    assert!(text(&o).contains("already ended (completed)"), "{}", text(&o));
     let o = run(&db, &["tasks", "cancel", "424242"]);
     assert!(text(&o).contains("not found"), "{}", text(&o));
 }

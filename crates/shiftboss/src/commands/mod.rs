@@ -4,6 +4,7 @@ pub mod migrate;
 pub mod serve;
 pub mod steps;
 pub mod tasks;
+pub mod workflows;
 
 /// Who an operator action is recorded as: `--actor`, else the login name.
 pub fn default_actor() -> String {

@@ -54,6 +54,9 @@ pub struct ServeArgs {
     /// processes, so that they never outlive it, even when it is killed.
     #[arg(long, hide = true)]
     stop_when_stdin_closes: bool,
+    /// An isolation domain this scheduler serves (repeatable), besides steps with no domain.
+    #[arg(long = "domain")]
+    domains: Vec<String>,
     /// The supervisor's leader lease time to live.
     #[arg(long, value_parser = humantime::parse_duration)]
     leader_ttl: Option<Duration>,
@@ -120,6 +123,20 @@ impl ServeArgs {
         if let Some(t) = fs.heartbeat_ttl {
             s.heartbeat_ttl = t;
         }
+        s.domains = if self.domains.is_empty() { fs.domains.clone().unwrap_or_default() } else { self.domains.clone() };
+        for d in &s.domains {
+            shiftboss_core::workflow::check_name("domain", d).map_err(anyhow::Error::msg)?;
+        }
+        s.limits = file
+            .agents
+            .iter()
+            .filter(|(_, a)| a.max_concurrent.is_some() || a.per_second.is_some())
+            .map(|(name, a)| shiftboss_store::AgentLimit {
+                agent: name.clone(),
+                max_concurrent: a.max_concurrent,
+                per_second: a.per_second,
+            })
+            .collect();
         let (v, fv) = (&mut c.supervisor, &file.supervisor);
         if let Some(x) = self.supervisor_interval.or(fv.interval) {
             v.interval = x;
@@ -129,6 +146,12 @@ impl ServeArgs {
         }
         if let Some(x) = self.leader_ttl.or(fv.leader_ttl) {
             v.leader_ttl = x;
+        }
+        if let Some(x) = fv.reconcile_interval {
+            v.reconcile_interval = x;
+        }
+        if let Some(x) = fv.stale_after {
+            v.stale_after = x;
         }
         Ok(c)
     }

@@ -1,16 +1,17 @@
 //! `shiftboss tasks ...`
 
 use crate::target::DbTarget;
-use anyhow::bail;
+use anyhow::{Context, bail};
 use clap::Subcommand;
 use shiftboss_core::{TaskId, TaskState};
-use shiftboss_store::{CancelTask, ListTasks, TaskDetail};
+use shiftboss_store::{ListTasks, OperateTask, Store, SubmitTask, TaskCommand, TaskDetail};
 
 #[derive(Debug, Subcommand)]
 pub enum TasksCommand {
     /// List tasks, newest first.
     List {
-        /// Only tasks in this state: running, completed, failed or cancelled.
+        /// Only tasks in this state: running, paused, compensating, completed, failed, cancelled,
+        /// compensated or terminated.
         #[arg(long)]
         state: Option<TaskState>,
         /// At most this many.
@@ -25,14 +26,94 @@ pub enum TasksCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Cancel a task: its pending and processing steps are cancelled.
-    Cancel {
-        id: i64,
-        #[arg(long, default_value = "cancelled by an operator")]
-        reason: String,
+    /// Start a task of a registered workflow (the newest version unless --version is given).
+    Start {
+        workflow: String,
+        /// The task's key: submitting the same key again gives back the same task.
+        #[arg(long)]
+        key: String,
+        /// The task's input, a JSON object.
+        #[arg(long, default_value = "{}")]
+        input: String,
+        #[arg(long)]
+        version: Option<u32>,
+        #[arg(long, default_value_t = 0)]
+        priority: i32,
         #[arg(long)]
         actor: Option<String>,
     },
+    /// Cancel a task: its pending and processing steps are cancelled, and its completed steps
+    /// compensated if its workflow says so.
+    Cancel {
+        /// The task's id or key.
+        task: String,
+        #[command(flatten)]
+        who: Who,
+    },
+    /// Pause a running task: no new step is scheduled or claimed until it is resumed.
+    Pause {
+        task: String,
+        #[command(flatten)]
+        who: Who,
+    },
+    /// Resume a paused task.
+    Resume {
+        task: String,
+        #[command(flatten)]
+        who: Who,
+    },
+    /// End a task at once, without compensation: its live steps are cancelled.
+    Terminate {
+        task: String,
+        #[command(flatten)]
+        who: Who,
+    },
+    /// Run a failed task's steps in error again (a failed compensation: compensating goes on).
+    Retry {
+        task: String,
+        #[command(flatten)]
+        who: Who,
+    },
+    /// Run a stopped task again from a step: that step and every step started after it run again.
+    Rerun {
+        task: String,
+        /// The step's name as `tasks show` lists it (`charge`, or `charge#2` in a loop's second pass).
+        #[arg(long)]
+        from: String,
+        #[command(flatten)]
+        who: Who,
+    },
+    /// Count a step as done without running it, with the given output.
+    Skip {
+        task: String,
+        step: String,
+        /// The step's output, as JSON.
+        #[arg(long, default_value = "null")]
+        output: String,
+        #[command(flatten)]
+        who: Who,
+    },
+    /// Send a signal to a task: the wait step of this name, or waiting for a signal of this name, ends.
+    Signal {
+        task: String,
+        name: String,
+        /// The signal's payload, as JSON: the wait step's output.
+        #[arg(long, default_value = "{}")]
+        data: String,
+        #[command(flatten)]
+        who: Who,
+    },
+}
+
+/// Who acts and why, for the event log.
+#[derive(Debug, clap::Args)]
+pub struct Who {
+    /// Why, for the event log.
+    #[arg(long, default_value = "by an operator")]
+    reason: String,
+    /// Who, for the event log (default: your login name).
+    #[arg(long)]
+    actor: Option<String>,
 }
 
 impl TasksCommand {
@@ -57,13 +138,7 @@ impl TasksCommand {
                 }
             }
             TasksCommand::Show { task, json } => {
-                let id = match task.parse::<i64>() {
-                    Ok(id) => TaskId(id),
-                    Err(_) => match store.find_task_by_key(&task).await? {
-                        Some(t) => t.id,
-                        None => bail!("no task with id or key {task:?}"),
-                    },
-                };
+                let id = resolve(&*store, &task).await?;
                 let Some(detail) = store.get_task(id).await? else { bail!("no task with id {id}") };
                 if json {
                     println!("{}", serde_json::to_string_pretty(&detail_json(&detail))?);
@@ -71,14 +146,58 @@ impl TasksCommand {
                     print_detail(&detail);
                 }
             }
-            TasksCommand::Cancel { id, reason, actor } => {
+            TasksCommand::Start { workflow, key, input, version, priority, actor } => {
+                let input = parse_json("--input", &input)?;
                 let actor = actor.unwrap_or_else(super::default_actor);
-                store.cancel_task(CancelTask { task_id: TaskId(id), actor, reason }).await?;
-                println!("task {id} cancelled");
+                let p = SubmitTask { key: key.clone(), workflow, version, input, priority, actor };
+                let s = store.submit_task(p).await?;
+                let how = if s.created { "started" } else { "already existed" };
+                println!("task {} ({key}) {how}", s.task_id);
+            }
+            TasksCommand::Cancel { task, who } => operate(&*store, &task, who, TaskCommand::Cancel).await?,
+            TasksCommand::Pause { task, who } => operate(&*store, &task, who, TaskCommand::Pause).await?,
+            TasksCommand::Resume { task, who } => operate(&*store, &task, who, TaskCommand::Resume).await?,
+            TasksCommand::Terminate { task, who } => operate(&*store, &task, who, TaskCommand::Terminate).await?,
+            TasksCommand::Retry { task, who } => operate(&*store, &task, who, TaskCommand::Retry).await?,
+            TasksCommand::Rerun { task, from, who } => {
+                operate(&*store, &task, who, TaskCommand::Rerun { from }).await?;
+            }
+            TasksCommand::Skip { task, step, output, who } => {
+                let output = parse_json("--output", &output)?;
+                operate(&*store, &task, who, TaskCommand::Skip { step, output }).await?;
+            }
+            TasksCommand::Signal { task, name, data, who } => {
+                let payload = parse_json("--data", &data)?;
+                operate(&*store, &task, who, TaskCommand::Signal { name, payload }).await?;
             }
         }
         Ok(())
     }
+}
+
+fn parse_json(flag: &str, text: &str) -> anyhow::Result<serde_json::Value> {
+    serde_json::from_str(text).with_context(|| format!("{flag} must be JSON"))
+}
+
+/// A task by id, or by key when the text is not a number.
+async fn resolve(store: &dyn Store, task: &str) -> anyhow::Result<TaskId> {
+    if let Ok(id) = task.parse::<i64>() {
+        return Ok(TaskId(id));
+    }
+    match store.find_task_by_key(task).await? {
+        Some(t) => Ok(t.id),
+        None => bail!("no task with id or key {task:?}"),
+    }
+}
+
+async fn operate(store: &dyn Store, task: &str, who: Who, command: TaskCommand) -> anyhow::Result<()> {
+    let task_id = resolve(store, task).await?;
+    let what = command.as_str();
+    let actor = who.actor.unwrap_or_else(super::default_actor);
+    store.operate_task(OperateTask { task_id, actor, reason: who.reason, command }).await?;
+    let state = store.get_task(task_id).await?.map(|d| d.task.state.to_string()).unwrap_or_default();
+    println!("task {task_id}: {what} done; it is now {state}");
+    Ok(())
 }
 
 fn detail_json(d: &TaskDetail) -> serde_json::Value {
@@ -95,14 +214,19 @@ fn print_detail(d: &TaskDetail) {
     }
     println!("steps:");
     println!(
-        "  {:>8}  {:<16}  {:<10}  {:>8}  {:>8}  {:<12}  ERROR",
-        "ID", "NAME", "STATE", "ATTEMPTS", "FAILURES", "LOCKED BY"
+        "  {:>8}  {:<16}  {:<12}  {:<10}  {:>8}  {:>8}  {:<12}  ERROR",
+        "ID", "NAME", "KIND", "STATE", "ATTEMPTS", "FAILURES", "LOCKED BY"
     );
     for s in &d.steps {
+        let kind = match &s.compensates {
+            Some(undone) => format!("undo {undone}"),
+            None => s.kind.as_str().to_owned(),
+        };
         println!(
-            "  {:>8}  {:<16}  {:<10}  {:>8}  {:>8}  {:<12}  {}",
+            "  {:>8}  {:<16}  {:<12}  {:<10}  {:>8}  {:>8}  {:<12}  {}",
             s.id,
             s.name,
+            kind,
             s.state,
             s.attempts,
             s.failure_count,

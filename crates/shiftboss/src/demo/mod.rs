@@ -14,7 +14,7 @@ use crate::target::DbTarget;
 use anyhow::{Context, bail};
 use clap::Args;
 use services::{FaultRates, Ledger};
-use shiftboss_core::{InstanceId, TaskState};
+use shiftboss_core::InstanceId;
 use shiftboss_engine::{Engine, EngineConfig, HttpAgent};
 use shiftboss_store::{Store, SubmitTask};
 use std::path::PathBuf;
@@ -153,7 +153,7 @@ pub async fn run(db: &DbTarget, args: DemoArgs) -> anyhow::Result<bool> {
     running.shutdown().await;
     let elapsed = started.elapsed();
 
-    let (applied_twice, duplicates_dropped) = summary::ledger_figures(&ledger)?;
+    let figures = summary::ledger_figures(&ledger)?;
     let summary = store.summarize().await?;
     let report = summary::Report {
         processed_this_run: summary.steps_in(shiftboss_core::StepState::Processed).saturating_sub(processed_before),
@@ -161,8 +161,10 @@ pub async fn run(db: &DbTarget, args: DemoArgs) -> anyhow::Result<bool> {
         summary,
         metrics: engine.metrics(),
         elapsed,
-        applied_twice,
-        duplicates_dropped,
+        applied_twice: figures.applied_twice,
+        duplicates_dropped: figures.duplicates_dropped,
+        refunded: figures.refunded,
+        released: figures.released,
     };
     report.print();
     if interrupted {
@@ -180,13 +182,14 @@ async fn submit_and_wait(
 ) -> anyhow::Result<()> {
     bar.enable_steady_tick(Duration::from_millis(120));
     bar.set_message("(submitting)");
+    let version = workflow::order_workflow().version;
     let submitting = async {
         for n in 1..=orders {
             let (key, input) = workflow::order_input(n);
             let task = SubmitTask {
                 key,
                 workflow: "order".into(),
-                version: Some(1),
+                version: Some(version),
                 input,
                 priority: 0,
                 actor: "demo".into(),
@@ -201,10 +204,11 @@ async fn submit_and_wait(
         let mut submitted = false;
         loop {
             let counts = store.task_counts().await?;
-            let count = |s: TaskState| counts.iter().find(|(t, _)| *t == s).map_or(0, |(_, n)| *n);
+            // Compensating orders are not done yet: their refunds are still running.
+            let live: u64 = counts.iter().filter(|(t, _)| !t.is_terminal()).map(|(_, n)| n).sum();
             let total: u64 = counts.iter().map(|(_, n)| n).sum();
-            bar.set_position(total - count(TaskState::Running));
-            if submitted && count(TaskState::Running) == 0 {
+            bar.set_position(total - live);
+            if submitted && live == 0 {
                 return anyhow::Ok(());
             }
             submitted = total >= u64::from(orders);

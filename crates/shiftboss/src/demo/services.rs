@@ -8,7 +8,7 @@
 
 use anyhow::Context;
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Path as AxumPath, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -48,9 +48,9 @@ impl Ledger {
         conn.busy_timeout(Duration::from_secs(10))?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
-             CREATE TABLE IF NOT EXISTS effects (
-                 service TEXT NOT NULL, idempotency_key TEXT NOT NULL, order_id TEXT NOT NULL,
-                 response TEXT NOT NULL, applied_at INTEGER NOT NULL,
+             CREATE TABLE IF NOT EXISTS effects_by_action (
+                 service TEXT NOT NULL, action TEXT NOT NULL, idempotency_key TEXT NOT NULL,
+                 order_id TEXT NOT NULL, response TEXT NOT NULL, applied_at INTEGER NOT NULL,
                  PRIMARY KEY (service, idempotency_key));
              CREATE TABLE IF NOT EXISTS duplicates (service TEXT PRIMARY KEY, dropped INTEGER NOT NULL);",
         )
@@ -67,7 +67,7 @@ impl Ledger {
         let c = self.lock();
         let prior: Option<String> = c
             .query_row(
-                "SELECT response FROM effects WHERE service = ?1 AND idempotency_key = ?2",
+                "SELECT response FROM effects_by_action WHERE service = ?1 AND idempotency_key = ?2",
                 [service, key],
                 |r| r.get(0),
             )
@@ -83,28 +83,50 @@ impl Ledger {
     }
 
     /// Applies an effect once per key; returns the answer to give (the first one, if it raced).
-    fn apply(&self, service: &str, key: &str, order_id: &str, response: &str) -> rusqlite::Result<String> {
+    fn apply(
+        &self,
+        service: &str,
+        action: &str,
+        key: &str,
+        order_id: &str,
+        response: &str,
+    ) -> rusqlite::Result<String> {
         let c = self.lock();
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         c.execute(
-            "INSERT OR IGNORE INTO effects (service, idempotency_key, order_id, response, applied_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![service, key, order_id, response, now],
+            "INSERT OR IGNORE INTO effects_by_action (service, action, idempotency_key, order_id, response, applied_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![service, action, key, order_id, response, now],
         )?;
-        c.query_row("SELECT response FROM effects WHERE service = ?1 AND idempotency_key = ?2", [service, key], |r| {
-            r.get(0)
-        })
+        c.query_row(
+            "SELECT response FROM effects_by_action WHERE service = ?1 AND idempotency_key = ?2",
+            [service, key],
+            |r| r.get(0),
+        )
     }
 
-    /// Orders whose effect a service applied more than once (under different keys).
+    /// Orders whose effect a service applied more than once (under different keys), by service
+    /// and action (`payment/refund`).
     pub fn applied_twice(&self) -> rusqlite::Result<Vec<(String, u64)>> {
         let c = self.lock();
         let mut st = c.prepare(
-            "SELECT service, count(*) FROM (SELECT service, order_id FROM effects GROUP BY service, order_id HAVING count(*) > 1)
-             GROUP BY service",
+            "SELECT service || '/' || action, count(*) FROM (
+                 SELECT service, action, order_id FROM effects_by_action
+                 GROUP BY service, action, order_id HAVING count(*) > 1)
+             GROUP BY service, action",
         )?;
         let rows = st.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
         rows.collect()
+    }
+
+    /// Effects applied of one action (`refund`), counted once per order.
+    pub fn orders_with(&self, action: &str) -> rusqlite::Result<u64> {
+        self.lock()
+            .query_row("SELECT count(DISTINCT order_id) FROM effects_by_action WHERE action = ?1", [action], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map(|n| n as u64)
     }
 
     /// Repeated requests each service dropped because it had seen their key.
@@ -150,7 +172,16 @@ pub async fn start(
     Ok(FakeService { base_url })
 }
 
-async fn handle(State(s): State<Arc<ServiceState>>, headers: HeaderMap, body: String) -> (StatusCode, String) {
+/// Undo actions: a real service does not refuse to refund a charge it made, so these only ever
+/// fail in passing (503s and hangs), never for good.
+const UNDO_ACTIONS: [&str; 2] = ["release", "refund"];
+
+async fn handle(
+    State(s): State<Arc<ServiceState>>,
+    AxumPath(action): AxumPath<String>,
+    headers: HeaderMap,
+    body: String,
+) -> (StatusCode, String) {
     let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_owned) else {
         return (StatusCode::BAD_REQUEST, "missing Idempotency-Key".into());
     };
@@ -173,7 +204,7 @@ async fn handle(State(s): State<Arc<ServiceState>>, headers: HeaderMap, body: St
     if roll < f.transient {
         return (StatusCode::SERVICE_UNAVAILABLE, format!("{} is busy, try again", s.name));
     }
-    if roll < f.transient + f.reject {
+    if roll < f.transient + f.reject && !UNDO_ACTIONS.contains(&action.as_str()) {
         return (StatusCode::UNPROCESSABLE_ENTITY, s.refusal.to_owned());
     }
     let response =
@@ -181,7 +212,7 @@ async fn handle(State(s): State<Arc<ServiceState>>, headers: HeaderMap, body: St
             .to_string();
     let ledger = s.ledger.clone();
     let (name, oid) = (s.name, order_id.clone());
-    let applied = tokio::task::spawn_blocking(move || ledger.apply(name, &key, &oid, &response)).await;
+    let applied = tokio::task::spawn_blocking(move || ledger.apply(name, &action, &key, &oid, &response)).await;
     let Ok(Ok(answer)) = applied else {
         return (StatusCode::SERVICE_UNAVAILABLE, "ledger unavailable".into());
     };

@@ -15,6 +15,9 @@ pub struct Report {
     pub elapsed: Duration,
     pub applied_twice: Vec<(String, u64)>,
     pub duplicates_dropped: u64,
+    /// Orders refunded and orders whose stock was released, by the services' ledger.
+    pub refunded: u64,
+    pub released: u64,
 }
 
 impl Report {
@@ -23,7 +26,7 @@ impl Report {
     }
 
     pub fn all_terminal(&self) -> bool {
-        self.summary.tasks_in(TaskState::Running) == 0
+        TaskState::ALL.iter().filter(|s| !s.is_terminal()).all(|s| self.summary.tasks_in(*s) == 0)
     }
 
     pub fn print(&self) {
@@ -32,11 +35,18 @@ impl Report {
         let secs = self.elapsed.as_secs_f64().max(1e-9);
         println!("shiftboss demo: summary");
         println!(
-            "  orders                {total} (completed {}, failed {}, cancelled {}, still running {})",
+            "  orders                {total} (completed {}, compensated {}, failed {}, cancelled {}, still running {})",
             s.tasks_in(TaskState::Completed),
+            s.tasks_in(TaskState::Compensated),
             s.tasks_in(TaskState::Failed),
             s.tasks_in(TaskState::Cancelled),
-            s.tasks_in(TaskState::Running),
+            s.tasks_in(TaskState::Running) + s.tasks_in(TaskState::Compensating) + s.tasks_in(TaskState::Paused),
+        );
+        println!(
+            "  compensated           {} orders undone after a refusal: {} refunded, {} stock released",
+            s.tasks_in(TaskState::Compensated),
+            self.refunded,
+            self.released
         );
         println!(
             "  steps                 processed {}, in error {}, pending {}, processing {}",
@@ -84,6 +94,18 @@ impl Report {
     }
 }
 
-pub fn ledger_figures(ledger: &Ledger) -> anyhow::Result<(Vec<(String, u64)>, u64)> {
-    Ok((ledger.applied_twice()?, ledger.duplicates_dropped()?))
+pub struct LedgerFigures {
+    pub applied_twice: Vec<(String, u64)>,
+    pub duplicates_dropped: u64,
+    pub refunded: u64,
+    pub released: u64,
+}
+
+pub fn ledger_figures(ledger: &Ledger) -> anyhow::Result<LedgerFigures> {
+    Ok(LedgerFigures {
+        applied_twice: ledger.applied_twice()?,
+        duplicates_dropped: ledger.duplicates_dropped()?,
+        refunded: ledger.orders_with("refund")?,
+        released: ledger.orders_with("release")?,
+    })
 }

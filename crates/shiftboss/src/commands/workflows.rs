@@ -1,0 +1,115 @@
+//! `shiftboss workflows ...`: register definitions from files (ours in JSON or YAML, or
+//! Conductor's WorkflowDef JSON), and look at what is registered.
+
+use crate::target::DbTarget;
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_core::workflow::conductor;
+use shiftboss_store::RegisterOutcome;
+use std::path::PathBuf;
+
+#[derive(Debug, Subcommand)]
+pub enum WorkflowsCommand {
+    /// Check a definition file and register it. JSON or YAML in shiftboss's format, or Conductor
+    /// WorkflowDef JSON (with its TaskDefs given by --task-defs). Nothing is registered unless the
+    /// whole definition is valid.
+    Apply {
+        file: PathBuf,
+        /// Conductor TaskDef JSON files (one TaskDef or a list per file): retries and timeouts.
+        #[arg(long = "task-defs")]
+        task_defs: Vec<PathBuf>,
+        /// Check only: print what would be registered, and register nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// List the registered definitions.
+    List,
+    /// Print a registered definition as JSON (the newest version unless --version is given).
+    Show {
+        name: String,
+        #[arg(long)]
+        version: Option<u32>,
+    },
+}
+
+impl WorkflowsCommand {
+    pub async fn run(self, db: &DbTarget) -> anyhow::Result<()> {
+        match self {
+            WorkflowsCommand::Apply { file, task_defs, dry_run } => {
+                let def = read_definition(&file, &task_defs)?;
+                if dry_run {
+                    println!("{}", serde_json::to_string_pretty(&def)?);
+                    println!(
+                        "{}: valid ({} v{}); nothing registered (--dry-run)",
+                        file.display(),
+                        def.name,
+                        def.version
+                    );
+                    return Ok(());
+                }
+                let store = db.open(true).await?;
+                let outcome = store.register_workflow(&def).await?;
+                let what = match outcome {
+                    RegisterOutcome::Created => "registered",
+                    RegisterOutcome::Unchanged => "already registered, unchanged",
+                };
+                println!("workflow {} v{}: {what}", def.name, def.version);
+            }
+            WorkflowsCommand::List => {
+                let store = db.open(false).await?;
+                let all = store.list_workflows().await?;
+                println!("{:<24}  {:>7}  {:<24}  DESCRIPTION", "NAME", "VERSION", "REGISTERED");
+                for w in &all {
+                    let registered = w.created_at.to_string();
+                    println!(
+                        "{:<24}  {:>7}  {:<24}  {}",
+                        w.name,
+                        w.version,
+                        registered,
+                        w.description.as_deref().unwrap_or("")
+                    );
+                }
+                if all.is_empty() {
+                    println!("(no workflows)");
+                }
+            }
+            WorkflowsCommand::Show { name, version } => {
+                let store = db.open(false).await?;
+                let Some(def) = store.get_workflow(&name, version).await? else {
+                    bail!("no workflow {name:?}{}", version.map(|v| format!(" version {v}")).unwrap_or_default());
+                };
+                println!("{}", serde_json::to_string_pretty(&def)?);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads and checks a definition file, in whichever format it is.
+pub fn read_definition(file: &PathBuf, task_defs: &[PathBuf]) -> anyhow::Result<WorkflowDef> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    if conductor::looks_like_conductor(&text) {
+        let mut defs = Vec::new();
+        for f in task_defs {
+            defs.push(std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?);
+        }
+        let refs: Vec<&str> = defs.iter().map(String::as_str).collect();
+        let import = conductor::from_conductor_with_tasks(&text, &refs)
+            .with_context(|| format!("{}: not a definition shiftboss can run", file.display()))?;
+        for note in &import.notes {
+            eprintln!("note: {note}");
+        }
+        for l in &import.limits {
+            eprintln!(
+                "note: agent {:?} had limits in Conductor; set them per agent in the serve config: {l:?}",
+                l.agent
+            );
+        }
+        return Ok(import.workflow);
+    }
+    if !task_defs.is_empty() {
+        bail!("--task-defs applies to Conductor definitions only; {} is not one", file.display());
+    }
+    WorkflowDef::from_text(&text).with_context(|| format!("{}: invalid definition", file.display()))
+}
