@@ -18,6 +18,21 @@ pub enum RetryPolicy {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_failures: Option<u32>,
     },
+    /// Wait the same `delay` after every failure; give up at `max_failures` (Conductor's FIXED).
+    Fixed {
+        #[serde(with = "serde_duration")]
+        delay: Duration,
+        max_failures: u32,
+    },
+    /// Wait `base * n` after the n-th failure, at most `cap`; give up at `max_failures`
+    /// (Conductor's LINEAR_BACKOFF).
+    Linear {
+        #[serde(with = "serde_duration")]
+        base: Duration,
+        #[serde(with = "serde_duration")]
+        cap: Duration,
+        max_failures: u32,
+    },
     /// Wait `base * factor^(n-1)`, at most `cap`, spread by `jitter` (0.0 to 1.0, the share of
     /// the delay that is random); give up at `max_failures`.
     Exponential {
@@ -82,6 +97,18 @@ impl RetryPolicy {
                     return Err(InvalidPolicy::ZeroMaxFailures);
                 }
             }
+            RetryPolicy::Fixed { max_failures, .. } if *max_failures == 0 => {
+                return Err(InvalidPolicy::ZeroMaxFailures);
+            }
+            RetryPolicy::Fixed { .. } => {}
+            RetryPolicy::Linear { base, cap, max_failures } => {
+                if *max_failures == 0 {
+                    return Err(InvalidPolicy::ZeroMaxFailures);
+                }
+                if cap < base {
+                    return Err(InvalidPolicy::CapBelowBase);
+                }
+            }
             RetryPolicy::Exponential { base, factor, cap, jitter, max_failures } => {
                 if *max_failures == 0 {
                     return Err(InvalidPolicy::ZeroMaxFailures);
@@ -113,6 +140,18 @@ impl RetryPolicy {
                     Some(d) => RetryDecision::RetryAfter(*d),
                     None => RetryDecision::GiveUp,
                 }
+            }
+            RetryPolicy::Fixed { delay, max_failures } => {
+                if n >= *max_failures {
+                    return RetryDecision::GiveUp;
+                }
+                RetryDecision::RetryAfter(*delay)
+            }
+            RetryPolicy::Linear { base, cap, max_failures } => {
+                if n >= *max_failures {
+                    return RetryDecision::GiveUp;
+                }
+                RetryDecision::RetryAfter(base.saturating_mul(n).min(*cap))
             }
             RetryPolicy::Exponential { base, factor, cap, jitter, max_failures } => {
                 if n >= *max_failures {
@@ -152,6 +191,25 @@ mod tests {
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
+    }
+
+    #[test]
+    fn fixed_and_linear_delays_give_up_at_max_failures() {
+        let fixed = RetryPolicy::Fixed { delay: secs(5), max_failures: 3 };
+        let got: Vec<_> = (1..=3).map(|n| fixed.after_failure(n, 0.9)).collect();
+        assert_eq!(got, [RetryAfter(secs(5)), RetryAfter(secs(5)), GiveUp]);
+        let linear = RetryPolicy::Linear { base: secs(2), cap: secs(5), max_failures: 5 };
+        let got: Vec<_> = (1..=5).map(|n| linear.after_failure(n, 0.9)).collect();
+        assert_eq!(got, [RetryAfter(secs(2)), RetryAfter(secs(4)), RetryAfter(secs(5)), RetryAfter(secs(5)), GiveUp]);
+        assert_eq!(
+            RetryPolicy::Fixed { delay: secs(1), max_failures: 0 }.validate(),
+            Err(InvalidPolicy::ZeroMaxFailures)
+        );
+        let bad = RetryPolicy::Linear { base: secs(2), cap: secs(1), max_failures: 2 };
+        assert_eq!(bad.validate(), Err(InvalidPolicy::CapBelowBase));
+        let read: RetryPolicy =
+            serde_json::from_str(r#"{"kind": "linear", "base": "1s", "cap": "1m", "max_failures": 4}"#).unwrap();
+        assert_eq!(read, RetryPolicy::Linear { base: secs(1), cap: secs(60), max_failures: 4 });
     }
 
     #[test]

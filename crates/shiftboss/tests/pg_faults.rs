@@ -19,7 +19,8 @@ async fn serve_processes_keep_going_while_their_connections_are_terminated() {
     let Some(url) = test_db() else { return };
     let (schema, store) = PgSchema::create(&url).await;
     let logs = tempfile::tempdir().unwrap();
-    // About two seconds of work, so that the terminations fall in the middle of it.
+    // About four seconds of work, so that eight rounds of terminations fall in the middle of it
+    // even when the processes run fast.
     let service = Service::start(Duration::from_millis(50)).await;
     let mut procs: Vec<ServeProc> = ["p1", "p2", "p3"]
         .iter()
@@ -28,7 +29,7 @@ async fn serve_processes_keep_going_while_their_connections_are_terminated() {
     for p in &mut procs {
         p.wait_ready().await;
     }
-    let n = 150;
+    let n = 300;
     let ids = submit_orders(&store, "2s", n).await;
 
     // Only the serve processes' connections: they carry this test's application name.

@@ -9,8 +9,8 @@
 //! Steps are found by instance name: a step's name, plus `#n` for each loop pass it runs in
 //! (`charge#2`); `#` is not allowed in names, so instance names never collide.
 //!
-//! Layout: this file holds the types; [`walk`] the running phase, [`compensate`] the undoing
-//! phase, [`scope`] what expressions see, [`operator`] the plans of operator actions.
+//! Layout: this file holds the types; `walk` the running phase, `compensate` the undoing
+//! phase, `scope` what expressions see, [`operator`] the plans of operator actions.
 
 mod compensate;
 pub use compensate::needs_compensation;

@@ -122,9 +122,21 @@ impl WorkflowDef {
         out
     }
 
-    /// The step of this name, wherever it is nested.
+    /// The step of this name, wherever it is nested. (Searched without collecting: the stores
+    /// call it for every step they write.)
     pub fn find(&self, name: &str) -> Option<&StepDef> {
-        self.all_steps().into_iter().find(|s| s.name == name)
+        fn in_list<'a>(steps: &'a [StepDef], name: &str) -> Option<&'a StepDef> {
+            steps.iter().find_map(|s| {
+                if s.name == name {
+                    return Some(s);
+                }
+                if let Some(c) = s.compensate.as_deref().filter(|c| c.name == name) {
+                    return Some(c);
+                }
+                s.children().into_iter().find_map(|list| in_list(list, name))
+            })
+        }
+        in_list(&self.steps, name)
     }
 }
 

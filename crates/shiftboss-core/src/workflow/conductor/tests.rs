@@ -1,8 +1,17 @@
 //! Unit tests of the Conductor importer's pieces; whole documents are tested in
 //! `crates/shiftboss-core/tests/conductor.rs`.
 
-use super::*;
+use super::document::is_empty;
+use super::durations::{parse_duration, parse_until};
+use super::expressions::{Seg, is_root_name, parse_ref, render};
+use super::importer::{Importer, RefInfo};
+use super::javascript::translate_js;
+use super::task_def::{MAX_RETRIES, retry_policy};
+use super::task_type::Type;
+use crate::expr::Expr;
 use crate::retry::RetryDecision;
+use serde_json::{Map, Value, json};
+use std::time::Duration;
 
 fn no_paths(root: &str, segs: &[Seg]) -> Result<String, String> {
     Ok(render(&format!("r_{root}"), segs))

@@ -1,0 +1,202 @@
+//! Importing Netflix Conductor definitions: a Conductor `WorkflowDef` (JSON), and optionally the
+//! `TaskDef`s of its tasks, become one of our [`WorkflowDef`]s, checked by
+//! [`WorkflowDef::validate`].
+//!
+//! # API
+//!
+//! - [`from_conductor`] reads one JSON document: either a bare Conductor WorkflowDef, or a bundle
+//!   `{"workflowDef": {...}, "taskDefs": [{...}, ...]}`.
+//! - [`from_conductor_with_tasks`] reads the same, plus TaskDefs given apart: each text is one
+//!   TaskDef object or a JSON array of them (the body of Conductor's `POST /metadata/taskdefs`).
+//! - [`looks_like_conductor`] tells a CLI which reader to use.
+//!
+//! The result, a [`ConductorImport`], holds the definition, the per-agent limits the TaskDefs ask
+//! for ([`AgentLimits`]: shiftboss sets these on agents, not on steps) and `notes`: one line for
+//! everything dropped or approximated, so that a person can review them.
+//!
+//! Errors are [`DefinitionError`]s whose path names the place in the Conductor document:
+//! `tasks[2].loopCondition`, `tasks[1].decisionCases.fedex[0].inputParameters.amount`,
+//! `taskDefs[0].retryLogic` (TaskDefs are numbered in the order given, bundle first, arrays
+//! flattened), or `line 3 column 7` for a JSON syntax error (`task_defs[1] line 3 column 7` for
+//! the second separate TaskDef text).
+//!
+//! # What maps
+//!
+//! Workflow: `name`, `version` (1 when absent), `description`, `tasks`, `timeoutSeconds` (the
+//! task's `timeout`; 0 means none), `outputParameters` (the `output` template; absent or empty: the
+//! last step's output, as in Conductor), `timeoutPolicy` (TIME_OUT_WF; ALERT_ONLY drops the timeout
+//! with a note, as shiftboss always fails a task past its timeout).
+//!
+//! Task types, each task's `taskReferenceName` becoming the step's name:
+//! - SIMPLE: an agent step whose agent is the task's `name` (the Conductor task type is the agent).
+//! - HTTP: an agent step of agent `http`; `http_request` (or, in newer Conductor, the input
+//!   parameters themselves) gives `uri` → `url`, `method` (GET when absent), `headers`, `accept`
+//!   (an `Accept` header) in the step's static `config`; `body` becomes the step's input (the HTTP
+//!   agent sends the input as its body). Dropped with a note: `contentType` other than JSON,
+//!   `connectionTimeOut`, `readTimeOut` (the step's timeout bounds the call) and other fields. A
+//!   `${...}` in `uri`, `method` or `headers` is refused: the config is not a template.
+//! - SWITCH with evaluatorType `value-param` (`expression` names an input parameter whose value
+//!   becomes the switch expression) or `javascript`/`graaljs` (see below); DECISION with
+//!   `caseValueParam` or `caseExpression` likewise. `decisionCases` → cases, `defaultCase` → default.
+//! - FORK_JOIN followed by its JOIN: `forkTasks` → branches. The JOIN's `joinOn` must name the last
+//!   task of every branch (our fork joins all of them); the JOIN becomes nothing, and
+//!   `${join.output.<ref>...}` reads become `${<ref>.output...}`.
+//! - DO_WHILE: `loopOver` → body; `loopCondition` is translated (see below), where
+//!   `$.<loop>['iteration']` is `${<loop>.output.iteration}`, `$.<body task>[...]` that task's output
+//!   and `$.<name>` the loop's input parameter `<name>`. A condition of the form
+//!   `iteration < N` (or `<= N`) also sets `max_iterations` so that the loop is not cut short by the
+//!   default cap of 100 passes; for other conditions a note says the cap applies.
+//! - SUB_WORKFLOW: `subWorkflowParam.name`/`version`; the input parameters are the child's input.
+//! - WAIT: `duration` (`"10s"`, `"2 minutes"`, `"1d 2h"`), `until` (`"2024-12-25 09:00 UTC"`,
+//!   `"2024-12-25"`, RFC 3339, or a `${...}` giving RFC 3339 or epoch milliseconds), or neither: a
+//!   wait for the signal named after the task reference name.
+//! - TERMINATE: `terminationStatus` COMPLETED or FAILED, `workflowOutput` → output;
+//!   `terminationReason` is dropped with a note.
+//!
+//! Expressions in input parameters: `${workflow.input...}` → `${task.input...}`,
+//! `${workflow.workflowId}` → `${task.id}` (a number in shiftboss), `${ref.output...}` and
+//! `${ref.input...}` as they are, except: an HTTP task's `${ref.output.response.body...}` is
+//! `${ref.output...}` (our HTTP agent's output is the response body); a SWITCH's
+//! `${ref.output.evaluationResult[0]}` is `${ref.output.value}`; a DO_WHILE's
+//! `${ref.output.iteration}` maps. Any other `${workflow.*}`, a read of a control task's input or
+//! output that has no equivalent, and a read from outside a loop of a task inside it (shiftboss
+//! gives null there) are refused. `$${` stays a literal `${` in both languages.
+//!
+//! JavaScript (SWITCH, DECISION and DO_WHILE): only the trivial forms are translated: `$` paths,
+//! string, number and boolean literals, comparisons, `&& || !`, arithmetic, `? :`, `.length`
+//! (→ `len()`), and the wrapper `if (C) { true; } else { false; }`. Anything else (calls,
+//! variables, statements) is refused with the field's path. A note says that JavaScript's loose
+//! equality and truthiness are not reproduced (`==` compares without type coercion; `&&`, `||`,
+//! `!` and `? :` want booleans).
+//!
+//! Per task: `optional: true` and `startDelay > 0` are refused (no honest equivalent);
+//! `asyncComplete: true` is refused except on SIMPLE tasks, where Conductor ignores it. A task's own
+//! `retryCount` overrides its TaskDef's, and an inline `taskDefinition` comes before the TaskDefs
+//! given. Fields that belong to another task type are ignored with a note when they are not empty
+//! (Conductor's exports carry them all); fields the importer does not know are ignored with a note;
+//! `description` and `rateLimited` are ignored.
+//!
+//! TaskDefs, matched by task `name` (SIMPLE and HTTP tasks):
+//! - `retryCount` (default 3), `retryLogic` (default FIXED), `retryDelaySeconds` (default 60),
+//!   `backoffScaleFactor` (default 1) → the step's retry policy: FIXED is an interval list of the
+//!   delay `retryCount` times; LINEAR_BACKOFF an interval list `delay * factor * n`;
+//!   EXPONENTIAL_BACKOFF our exponential policy with base the delay, factor 2, no jitter,
+//!   `max_failures` = retryCount + 1, and a cap equal to the longest delay Conductor would use (at
+//!   most 7 days, noted when that cuts it). `retryCount` 0: no retries.
+//! - `timeoutSeconds` → the step's `timeout` (0: no timeout in Conductor; our default of 30 s
+//!   applies, with a note); `responseTimeoutSeconds` → `response_timeout` when at most the timeout
+//!   (else it could never fire: dropped with a note); `timeoutPolicy` RETRY → retry,
+//!   TIME_OUT_WF (the default) → fail_task, ALERT_ONLY → alert_only.
+//! - `concurrentExecLimit`, `rateLimitPerFrequency`/`rateLimitFrequencyInSeconds` → an
+//!   [`AgentLimits`] of the SIMPLE task's agent (for HTTP tasks, whose agent is shared, a note).
+//! - `inputTemplate`: its keys missing from the task's input parameters are added to the input.
+//! - Ignored knowingly: `description`, `ownerEmail`, `ownerApp`, `inputKeys`, `outputKeys`,
+//!   `pollTimeoutSeconds` (a claim in shiftboss does not wait for a poll), `createTime`,
+//!   `updateTime`, `createdBy`, `updatedBy`. Ignored with a note when set: `totalTimeoutSeconds`,
+//!   `isolationGroupId`, `executionNameSpace`, `inputSchema`, `outputSchema`, `enforceSchema`,
+//!   `baseType`.
+//! - A SIMPLE task without a TaskDef gets shiftboss's defaults (noted); a TaskDef that no task uses
+//!   is noted.
+//!
+//! # What is refused
+//!
+//! `failureWorkflow` (unless empty: shiftboss compensates completed steps instead); task types
+//! other than those above (EVENT, DYNAMIC, FORK_JOIN_DYNAMIC, INLINE, JSON_JQ_TRANSFORM,
+//! KAFKA_PUBLISH, LAMBDA, SET_VARIABLE, HUMAN, EXCLUSIVE_JOIN, START_WORKFLOW, ...) with the path
+//! `tasks[i].type`; a JOIN that joins only some branches; a JOIN not right after its FORK_JOIN;
+//! TERMINATED as a termination status; an inline sub-workflow definition; a dynamic WAIT duration;
+//! DO_WHILE over `items`; a `taskReferenceName` that is not one of our names (1 to 100 of
+//! `A-Z a-z 0-9 - _ . :`), is `task` (our expressions' root for the task), or that an expression
+//! reads although it is not an expression name (letters, digits, `_`).
+//!
+//! Workflow fields ignored knowingly: `ownerEmail`, `schemaVersion` (read as 2), `inputParameters`
+//! (documentation of the input), `createTime`, `updateTime`, `createdBy`, `updatedBy`, `ownerApp`,
+//! `accessPolicy`, `tags`. Ignored with a note when set: `restartable: false` (operators can still
+//! rerun), `workflowStatusListenerEnabled`, `workflowStatusListenerSink`, `variables`,
+//! `inputTemplate`, `rateLimitConfig`, `inputSchema`, `outputSchema`, `enforceSchema`.
+//!
+//! # Layout
+//!
+//! `document` reads the JSON and its fields, `importer` holds the state and walks the WorkflowDef,
+//! `tasks` maps one task (`http` and `control` the HTTP and control tasks, `task_type` names the
+//! types), `task_def` applies TaskDefs, `expressions` rewrites `${...}`, `javascript` translates
+//! the trivial JavaScript, `durations` reads WAIT times and `relocate` reports validation errors at
+//! the Conductor place.
+
+mod control;
+mod document;
+mod durations;
+mod expressions;
+mod http;
+mod importer;
+mod javascript;
+mod relocate;
+mod task_def;
+mod task_type;
+mod tasks;
+#[cfg(test)]
+mod tests;
+
+use crate::workflow::parse::MAX_DEFINITION_BYTES;
+use crate::workflow::{DefinitionError, WorkflowDef};
+use document::{read_json, split_bundle};
+use importer::Importer;
+use serde::Serialize;
+use serde_json::Value;
+
+/// A Conductor definition read into ours.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConductorImport {
+    /// The definition, valid.
+    pub workflow: WorkflowDef,
+    /// Limits the TaskDefs set, per agent: set them on the agents (shiftboss has no per-step limits).
+    pub limits: Vec<AgentLimits>,
+    /// What was dropped or approximated, one line each, starting with the place (`tasks[2].x: ...`).
+    pub notes: Vec<String>,
+}
+
+/// The limits a Conductor TaskDef asks for, for the agent its tasks became.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentLimits {
+    pub agent: String,
+    /// `concurrentExecLimit`: the most steps of the agent running at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrent: Option<u32>,
+    /// `rateLimitPerFrequency / rateLimitFrequencyInSeconds`: the most starts per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_second: Option<f64>,
+}
+
+/// Reads a Conductor WorkflowDef, or a bundle `{"workflowDef": ..., "taskDefs": [...]}`.
+pub fn from_conductor(text: &str) -> Result<ConductorImport, DefinitionError> {
+    from_conductor_with_tasks(text, &[])
+}
+
+/// Reads a Conductor WorkflowDef (or bundle) with TaskDefs given apart: each text holds one TaskDef
+/// or an array of them. TaskDefs are matched to tasks by name; a name given twice is an error.
+pub fn from_conductor_with_tasks(workflow: &str, task_defs: &[&str]) -> Result<ConductorImport, DefinitionError> {
+    let doc = read_json(workflow, "")?;
+    let (wf, mut defs) = split_bundle(doc)?;
+    for (k, text) in task_defs.iter().enumerate() {
+        match read_json(text, &format!("task_defs[{k}] "))? {
+            Value::Array(items) => defs.extend(items),
+            other => defs.push(other),
+        }
+    }
+    Importer::new(defs)?.workflow(&wf)
+}
+
+/// True when `text` looks like a Conductor definition rather than ours: a JSON object with
+/// `workflowDef` (a bundle), or with a `tasks` array and no `steps`, or with `schemaVersion`.
+pub fn looks_like_conductor(text: &str) -> bool {
+    if text.len() > MAX_DEFINITION_BYTES || !text.trim_start().starts_with('{') {
+        return false;
+    }
+    let Ok(Value::Object(m)) = serde_json::from_str::<Value>(text) else {
+        return false;
+    };
+    if m.get("workflowDef").is_some_and(Value::is_object) {
+        return true;
+    }
+    !m.contains_key("steps") && (m.get("tasks").is_some_and(Value::is_array) || m.contains_key("schemaVersion"))
+}

@@ -1,0 +1,67 @@
+//! The Conductor task types the importer knows, read from a task's `type`.
+
+use super::document::opt_str;
+use crate::workflow::{DefinitionError, err};
+use serde_json::{Map, Value};
+
+/// The Conductor task types the importer maps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Type {
+    Simple,
+    Http,
+    /// SWITCH, or the legacy DECISION.
+    Switch,
+    Fork,
+    Join,
+    DoWhile,
+    SubWorkflow,
+    Wait,
+    Terminate,
+}
+
+impl Type {
+    pub(super) fn parse(at: &str, t: &Map<String, Value>) -> Result<Type, DefinitionError> {
+        let path = format!("{at}.type");
+        let name = opt_str(t, "type", at)?.unwrap_or("SIMPLE");
+        Ok(match name {
+            "SIMPLE" => Type::Simple,
+            "HTTP" => Type::Http,
+            "SWITCH" | "DECISION" => Type::Switch,
+            "FORK_JOIN" => Type::Fork,
+            "JOIN" => Type::Join,
+            "DO_WHILE" => Type::DoWhile,
+            "SUB_WORKFLOW" => Type::SubWorkflow,
+            "WAIT" => Type::Wait,
+            "TERMINATE" => Type::Terminate,
+            other => {
+                let hint = match other {
+                    "DYNAMIC" | "FORK_JOIN_DYNAMIC" => ": shiftboss definitions are static; list the steps",
+                    "INLINE" | "JSON_JQ_TRANSFORM" | "LAMBDA" => {
+                        ": do the transformation in an agent, or in the input templates of the next step"
+                    }
+                    "EVENT" | "KAFKA_PUBLISH" => ": publish from an agent",
+                    "HUMAN" => ": use a WAIT without duration (a wait for a signal)",
+                    "SET_VARIABLE" => ": shiftboss has no workflow variables; read step outputs instead",
+                    "START_WORKFLOW" => ": start the other workflow from an agent, or use SUB_WORKFLOW",
+                    "EXCLUSIVE_JOIN" => ": shiftboss's switch needs no join",
+                    _ => "",
+                };
+                return Err(err(path, format!("the Conductor task type {other:?} is not supported{hint}")));
+            }
+        })
+    }
+
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Type::Simple => "SIMPLE",
+            Type::Http => "HTTP",
+            Type::Switch => "SWITCH",
+            Type::Fork => "FORK_JOIN",
+            Type::Join => "JOIN",
+            Type::DoWhile => "DO_WHILE",
+            Type::SubWorkflow => "SUB_WORKFLOW",
+            Type::Wait => "WAIT",
+            Type::Terminate => "TERMINATE",
+        }
+    }
+}

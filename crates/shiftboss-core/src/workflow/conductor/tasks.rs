@@ -1,0 +1,272 @@
+//! Mapping one task: the checks every task gets, then the task types that become one simple step
+//! (SIMPLE, SUB_WORKFLOW, WAIT, TERMINATE); HTTP and the control tasks have files of their own.
+
+use super::document::{is_empty, opt_bool, opt_str, opt_u64};
+use super::durations::{parse_duration, parse_until};
+use super::importer::Importer;
+use super::task_type::Type;
+use crate::workflow::{DefinitionError, EndStatus, MAX_TASK_TIMEOUT, StepDef, StepKind, check_name, err};
+use serde_json::{Map, Value, json};
+
+// Field lists: what the importer reads of every task, and the fields of one task type.
+const TASK_READ: &[&str] = &[
+    "name",
+    "taskReferenceName",
+    "type",
+    "inputParameters",
+    "optional",
+    "startDelay",
+    "asyncComplete",
+    "taskDefinition",
+    "retryCount",
+    "permissive",
+    "onStateChange",
+    "cacheConfig",
+    "description",
+    "rateLimited",
+];
+/// Fields of one task type (or of types the importer refuses: listed with none).
+const TASK_TYPED: &[(&str, &[Type])] = &[
+    ("evaluatorType", &[Type::Switch]),
+    ("expression", &[Type::Switch]),
+    ("caseValueParam", &[Type::Switch]),
+    ("caseExpression", &[Type::Switch]),
+    ("decisionCases", &[Type::Switch]),
+    ("defaultCase", &[Type::Switch]),
+    ("forkTasks", &[Type::Fork]),
+    ("joinOn", &[Type::Join]),
+    ("loopCondition", &[Type::DoWhile]),
+    ("loopOver", &[Type::DoWhile]),
+    ("subWorkflowParam", &[Type::SubWorkflow]),
+    ("sink", &[]),
+    ("dynamicTaskNameParam", &[]),
+    ("dynamicForkTasksParam", &[]),
+    ("dynamicForkTasksInputParamName", &[]),
+    ("dynamicForkJoinTasksParam", &[]),
+    ("defaultExclusiveJoinTask", &[]),
+    ("scriptExpression", &[]),
+];
+
+impl Importer {
+    /// The checks every task gets: fields of other types, and per-task flags with no equivalent.
+    pub(super) fn common(&mut self, t: &Map<String, Value>, ty: Type, at: &str) -> Result<(), DefinitionError> {
+        for (k, v) in t {
+            let k = k.as_str();
+            if TASK_READ.contains(&k) {
+                continue;
+            }
+            match TASK_TYPED.iter().find(|(f, _)| *f == k) {
+                Some((_, types)) if types.contains(&ty) => {}
+                Some(_) if is_empty(v) => {}
+                Some(_) => self.note(format!("{at}.{k}"), format!("ignored: a {} task does not use it", ty.name())),
+                None if is_empty(v) => {}
+                None => self.note(format!("{at}.{k}"), "ignored: not a task field the importer knows"),
+            }
+        }
+        if opt_bool(t, "optional", at)? == Some(true) {
+            return Err(err(
+                format!("{at}.optional"),
+                "an optional task (the workflow goes on when it fails) has no shiftboss equivalent",
+            ));
+        }
+        if opt_u64(t, "startDelay", at)?.unwrap_or(0) > 0 {
+            return Err(err(format!("{at}.startDelay"), "not supported: put a WAIT with a duration before the task"));
+        }
+        if opt_bool(t, "asyncComplete", at)? == Some(true) {
+            if ty == Type::Simple {
+                self.note(format!("{at}.asyncComplete"), "ignored, as Conductor does for SIMPLE tasks");
+            } else {
+                return Err(err(
+                    format!("{at}.asyncComplete"),
+                    "a task completed from outside is not supported: use a WAIT (a signal) after it",
+                ));
+            }
+        }
+        if opt_bool(t, "permissive", at)? == Some(true) {
+            self.note(format!("{at}.permissive"), "ignored: a failed step fails the task in shiftboss");
+        }
+        for (field, why) in [
+            ("onStateChange", "shiftboss sends no state-change events"),
+            ("cacheConfig", "shiftboss caches no results"),
+        ] {
+            if t.get(field).is_some_and(|v| !is_empty(v)) {
+                self.note(format!("{at}.{field}"), format!("ignored: {why}"));
+            }
+        }
+        if !matches!(ty, Type::Simple | Type::Http) {
+            for field in ["retryCount", "taskDefinition"] {
+                if t.get(field).is_some_and(|v| !is_empty(v)) {
+                    self.note(format!("{at}.{field}"), format!("ignored: a {} task is no agent step", ty.name()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn task(
+        &mut self,
+        t: &Map<String, Value>,
+        ty: Type,
+        at: &str,
+        ours: &str,
+        loops: &[String],
+    ) -> Result<StepDef, DefinitionError> {
+        self.common(t, ty, at)?;
+        let name = opt_str(t, "taskReferenceName", at)?.unwrap_or_default().to_owned();
+        self.places.push((ours.to_owned(), at.to_owned()));
+        self.by_name.insert(name.clone(), at.to_owned());
+        let mut step = match ty {
+            Type::Simple => self.simple(t, at, loops)?,
+            Type::Http => self.http(t, at, loops)?,
+            Type::Switch => self.switch(t, at, ours, loops)?,
+            Type::Fork => self.fork(t, at, ours, loops)?,
+            Type::DoWhile => self.do_while(t, &name, at, ours, loops)?,
+            Type::SubWorkflow => self.sub_workflow(t, at, loops)?,
+            Type::Wait => self.wait(t, &name, at, loops)?,
+            Type::Terminate => self.terminate(t, at, loops)?,
+            Type::Join => unreachable!("a JOIN is handled with its FORK_JOIN"),
+        };
+        step.name = name;
+        Ok(step)
+    }
+
+    /// The task's `inputParameters`, rewritten; an object (empty when absent).
+    fn input_parameters(
+        &mut self,
+        t: &Map<String, Value>,
+        at: &str,
+        loops: &[String],
+    ) -> Result<Value, DefinitionError> {
+        match t.get("inputParameters") {
+            None | Some(Value::Null) => Ok(json!({})),
+            Some(v @ Value::Object(_)) => self.template(v, &format!("{at}.inputParameters"), loops),
+            Some(_) => Err(err(format!("{at}.inputParameters"), "must be an object")),
+        }
+    }
+
+    fn simple(&mut self, t: &Map<String, Value>, at: &str, loops: &[String]) -> Result<StepDef, DefinitionError> {
+        let agent =
+            opt_str(t, "name", at)?.ok_or_else(|| err(format!("{at}.name"), "a SIMPLE task names its task type"))?;
+        check_name(&format!("{at}.name"), agent)?;
+        // Conductor hands a worker exactly the input parameters, `{}` when there are none; without
+        // an input template a shiftboss agent would get the task's input instead.
+        let mut step = StepDef::agent("", agent).with_input(self.input_parameters(t, at, loops)?);
+        self.apply_task_def(&mut step, t, at, Some(agent), loops)?;
+        Ok(step)
+    }
+
+    fn sub_workflow(&mut self, t: &Map<String, Value>, at: &str, loops: &[String]) -> Result<StepDef, DefinitionError> {
+        let ppath = format!("{at}.subWorkflowParam");
+        let p = match t.get("subWorkflowParam") {
+            Some(Value::Object(p)) => p,
+            _ => return Err(err(&ppath, "a SUB_WORKFLOW needs subWorkflowParam")),
+        };
+        if p.get("workflowDefinition").is_some_and(|v| !is_empty(v)) {
+            return Err(err(
+                format!("{ppath}.workflowDefinition"),
+                "an inline sub-workflow definition is not supported: import and register it, then name it",
+            ));
+        }
+        let name = opt_str(p, "name", &ppath)?.ok_or_else(|| err(format!("{ppath}.name"), "missing"))?;
+        check_name(&format!("{ppath}.name"), name)?;
+        let mut step = StepDef::sub_workflow("", name);
+        if let Some(v) = opt_u64(p, "version", &ppath)?
+            && v > 0
+        {
+            step.workflow_version = Some(u32::try_from(v).map_err(|_| err(format!("{ppath}.version"), "too large"))?);
+        }
+        for (k, v) in p {
+            if !matches!(k.as_str(), "name" | "version" | "workflowDefinition") && !is_empty(v) {
+                self.note(format!("{ppath}.{k}"), "ignored: shiftboss has no equivalent");
+            }
+        }
+        step.input = Some(self.input_parameters(t, at, loops)?);
+        Ok(step)
+    }
+
+    fn wait(
+        &mut self,
+        t: &Map<String, Value>,
+        name: &str,
+        at: &str,
+        loops: &[String],
+    ) -> Result<StepDef, DefinitionError> {
+        let params = match t.get("inputParameters") {
+            Some(Value::Object(p)) => p.clone(),
+            None | Some(Value::Null) => Map::new(),
+            Some(_) => return Err(err(format!("{at}.inputParameters"), "must be an object")),
+        };
+        let ppath = format!("{at}.inputParameters");
+        let duration = params.get("duration").filter(|v| !is_empty(v));
+        let until = params.get("until").filter(|v| !is_empty(v));
+        let mut step = StepDef { kind: StepKind::Wait, ..StepDef::default() };
+        match (duration, until) {
+            (Some(_), Some(_)) => return Err(err(ppath, "a WAIT has a duration or an until, not both")),
+            (Some(d), None) => {
+                let dpath = format!("{ppath}.duration");
+                let text = d.as_str().ok_or_else(|| err(&dpath, "must be text such as \"10s\" or \"2 minutes\""))?;
+                if text.contains("${") {
+                    return Err(err(dpath, "a duration computed at run time is not supported: use `until`"));
+                }
+                let d = parse_duration(text).map_err(|e| err(&dpath, e))?;
+                if d.is_zero() || d > MAX_TASK_TIMEOUT {
+                    return Err(err(dpath, "must be more than 0 and at most 366 days"));
+                }
+                step.duration = Some(d);
+            }
+            (None, Some(u)) => {
+                let upath = format!("{ppath}.until");
+                let text = u.as_str().ok_or_else(|| err(&upath, "must be a date and time"))?;
+                if text.contains("${") {
+                    let v = self.template(&Value::String(text.to_owned()), &upath, loops)?;
+                    step.until = v.as_str().map(str::to_owned);
+                    self.note(upath, "computed at run time: it must give RFC 3339 text or epoch milliseconds");
+                } else {
+                    step.until = Some(parse_until(text).map_err(|e| err(&upath, e))?);
+                }
+            }
+            (None, None) => {
+                step.signal = Some(name.to_owned());
+                self.note(at, format!("waits for the signal {name:?} (send it with `shiftboss tasks signal`)"));
+            }
+        }
+        for k in params.keys().filter(|k| !matches!(k.as_str(), "duration" | "until")) {
+            self.note(format!("{ppath}.{k}"), "dropped: a wait has no input in shiftboss");
+        }
+        Ok(step)
+    }
+
+    fn terminate(&mut self, t: &Map<String, Value>, at: &str, loops: &[String]) -> Result<StepDef, DefinitionError> {
+        let ppath = format!("{at}.inputParameters");
+        let params = match t.get("inputParameters") {
+            Some(Value::Object(p)) => p,
+            _ => return Err(err(format!("{ppath}.terminationStatus"), "a TERMINATE needs a terminationStatus")),
+        };
+        let spath = format!("{ppath}.terminationStatus");
+        let status = match opt_str(params, "terminationStatus", &ppath)? {
+            Some("COMPLETED") => EndStatus::Completed,
+            Some("FAILED") => EndStatus::Failed,
+            Some(other) => {
+                return Err(err(spath, format!("{other:?} is not supported: use COMPLETED or FAILED")));
+            }
+            None => return Err(err(spath, "a TERMINATE needs a terminationStatus")),
+        };
+        let output = match params.get("workflowOutput") {
+            None | Some(Value::Null) => json!({}),
+            Some(o) => self.template(o, &format!("{ppath}.workflowOutput"), loops)?,
+        };
+        for (k, v) in params {
+            match k.as_str() {
+                "terminationStatus" | "workflowOutput" => {}
+                "terminationReason" if !is_empty(v) => self.note(
+                    format!("{ppath}.terminationReason"),
+                    "dropped: shiftboss records no termination reason (a FAILED terminate fails the task with \
+                     \"terminated as failed: <output>\")",
+                ),
+                _ if is_empty(v) => {}
+                _ => self.note(format!("{ppath}.{k}"), "dropped: a terminate step has no input"),
+            }
+        }
+        Ok(StepDef::terminate("", status, output))
+    }
+}
