@@ -91,11 +91,9 @@ fn advance_rounds(t: &Tx<'_>, task_id: TaskId, actor: &str) -> Result<Advanced, 
 }
 
 pub fn set_task_state(t: &Tx<'_>, task_id: TaskId, state: TaskState) -> Result<(), StoreError> {
-    t.tx.execute(
-        "UPDATE tasks SET state = ?2, updated_at = ?3 WHERE id = ?1",
-        params![task_id.0, state.as_str(), t.now.0],
-    )
-    .map_err(map_err)?;
+    t.tx.prepare_cached("UPDATE tasks SET state = ?2, updated_at = ?3 WHERE id = ?1")
+        .and_then(|mut st| st.execute(params![task_id.0, state.as_str(), t.now.0]))
+        .map_err(map_err)?;
     Ok(())
 }
 
@@ -381,11 +379,9 @@ fn tell_parent(
     actor: &str,
 ) -> Result<(), StoreError> {
     let link: Option<(Option<i64>, Option<String>)> =
-        t.tx.query_row("SELECT parent_task_id, parent_step FROM tasks WHERE id = ?1", [child.0], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .optional()
-        .map_err(map_err)?;
+        t.tx.prepare_cached("SELECT parent_task_id, parent_step FROM tasks WHERE id = ?1")
+            .and_then(|mut st| st.query_row([child.0], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+            .map_err(map_err)?;
     let Some((Some(parent), Some(step))) = link else { return Ok(()) };
     let parent = TaskId(parent);
     let (step_state, error) = match state {
@@ -441,11 +437,11 @@ fn move_task(t: &Tx<'_>, task_id: TaskId, now: TaskState, m: TaskMove, actor: &s
         }
         TaskMove::Cancelled => (TaskState::Cancelled, ev::TASK_CANCELLED, EventLevel::Info, json!({}), None),
     };
-    t.tx.execute(
-        "UPDATE tasks SET state = ?2, output = coalesce(?3, output), updated_at = ?4 WHERE id = ?1",
-        params![task_id.0, state.as_str(), output.as_ref().map(Value::to_string), t.now.0],
-    )
-    .map_err(map_err)?;
+    t.tx.prepare_cached("UPDATE tasks SET state = ?2, output = coalesce(?3, output), updated_at = ?4 WHERE id = ?1")
+        .and_then(|mut st| {
+            st.execute(params![task_id.0, state.as_str(), output.as_ref().map(Value::to_string), t.now.0])
+        })
+        .map_err(map_err)?;
     t.event(task_id, None, kind, level, actor, detail)?;
     if state.is_terminal() {
         tell_parent(t, task_id, state, output.as_ref(), actor)?;

@@ -5,15 +5,15 @@
 
 use super::{StepView, TaskView};
 use crate::expr::Scope;
+use crate::workflow::WorkflowDef;
 use serde_json::{Value, json};
 use std::borrow::Cow;
-use std::collections::HashSet;
 
 pub struct StepScope<'a> {
     pub task: &'a TaskView<'a>,
     pub steps: &'a [StepView],
-    /// Every step name of the definition: a known step that has not run reads as null.
-    pub names: &'a HashSet<String>,
+    /// The definition: a step of it that has not run reads as null.
+    pub def: &'a WorkflowDef,
     /// The loop-pass suffix of the place being decided (`#2#1`), or empty.
     pub suffix: &'a str,
 }
@@ -41,7 +41,7 @@ impl Scope for StepScope<'_> {
             let t = self.task;
             return Some(Cow::Owned(json!({"input": t.input, "id": t.id, "key": t.key})));
         }
-        if !self.names.contains(name) {
+        if self.def.find(name).is_none() {
             return None;
         }
         Some(Cow::Owned(match self.row(name) {

@@ -39,14 +39,12 @@ pub(super) struct Working<'d> {
     pub def: &'d WorkflowDef,
     pub task: TaskView<'d>,
     pub rows: Vec<StepView>,
-    pub names: HashSet<String>,
     actions: Vec<Action>,
 }
 
 impl<'d> Working<'d> {
     pub fn new(def: &'d WorkflowDef, task: &TaskView<'d>, steps: &[StepView]) -> Working<'d> {
-        let names = def.all_steps().into_iter().map(|s| s.name.clone()).collect();
-        Working { def, task: *task, rows: steps.to_vec(), names, actions: Vec::new() }
+        Working { def, task: *task, rows: steps.to_vec(), actions: Vec::new() }
     }
 
     pub fn into_actions(self) -> Vec<Action> {
@@ -88,7 +86,7 @@ impl<'d> Working<'d> {
     }
 
     pub fn scope<'s>(&'s self, suffix: &'s str) -> StepScope<'s> {
-        StepScope { task: &self.task, steps: &self.rows, names: &self.names, suffix }
+        StepScope { task: &self.task, steps: &self.rows, def: self.def, suffix }
     }
 
     /// The running phase of the whole task.
