@@ -41,9 +41,8 @@ impl Scope for StepScope<'_> {
             let t = self.task;
             return Some(Cow::Owned(json!({"input": t.input, "id": t.id, "key": t.key})));
         }
-        if self.def.find(name).is_none() {
-            return None;
-        }
+        // A name that is no step of the definition is unknown; a step that has not run is null.
+        self.def.find(name)?;
         Some(Cow::Owned(match self.row(name) {
             Some(r) => json!({"input": r.input, "output": r.output, "state": r.state.as_str()}),
             None => Value::Null,
