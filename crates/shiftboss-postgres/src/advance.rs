@@ -229,10 +229,12 @@ pub async fn move_task(
 
 /// The workflow's timeout passed: live steps are cancelled, and the task fails (compensating
 /// first when its workflow says so). The caller holds the task's lock.
-pub async fn time_out(t: &Tx<'_>, task_id: TaskId, actor: &str) -> Result<(), StoreError> {
+/// Returns false when the task was not running or paused (a compensating task runs its
+/// compensations to the end whatever its deadline).
+pub async fn time_out(t: &Tx<'_>, task_id: TaskId, actor: &str) -> Result<bool, StoreError> {
     let task = load_task(t, task_id).await?;
     if !matches!(task.state, TaskState::Running | TaskState::Paused) {
-        return Ok(());
+        return Ok(false);
     }
     let def = t.definition(&task.workflow, task.version).await?;
     for r in load_views(t, task_id).await?.into_iter().filter(StepView::is_live) {
@@ -247,5 +249,5 @@ pub async fn time_out(t: &Tx<'_>, task_id: TaskId, actor: &str) -> Result<(), St
     } else {
         move_task(t, task_id, task.state, TaskMove::Fail { step: String::new(), reason }, actor).await?;
     }
-    Ok(())
+    Ok(true)
 }

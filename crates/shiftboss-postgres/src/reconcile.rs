@@ -76,8 +76,7 @@ pub async fn reconcile(t: &Tx<'_>, p: &Reconcile) -> Result<ReconcileReport, Sto
                 &[&task.0, &t.now.0],
             )
             .await?;
-        if due == 1 {
-            time_out(t, task, &actor).await?;
+        if due == 1 && time_out(t, task, &actor).await? {
             report.timed_out += 1;
         }
     }

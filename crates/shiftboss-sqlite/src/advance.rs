@@ -451,10 +451,12 @@ fn move_task(t: &Tx<'_>, task_id: TaskId, now: TaskState, m: TaskMove, actor: &s
 
 /// The workflow's timeout passed: live steps are cancelled, and the task fails (compensating
 /// first when its workflow says so).
-pub fn time_out(t: &Tx<'_>, task_id: TaskId, actor: &str) -> Result<(), StoreError> {
+/// Returns false when the task was not running or paused (a compensating task runs its
+/// compensations to the end whatever its deadline).
+pub fn time_out(t: &Tx<'_>, task_id: TaskId, actor: &str) -> Result<bool, StoreError> {
     let task = load_task(t, task_id)?;
     if !matches!(task.state, TaskState::Running | TaskState::Paused) {
-        return Ok(());
+        return Ok(false);
     }
     let def = t.definition(&task.workflow, task.version)?;
     for r in load_views(t, task_id)?.into_iter().filter(StepView::is_live) {
@@ -469,5 +471,5 @@ pub fn time_out(t: &Tx<'_>, task_id: TaskId, actor: &str) -> Result<(), StoreErr
     } else {
         move_task(t, task_id, task.state, TaskMove::Fail { step: String::new(), reason }, actor)?;
     }
-    Ok(())
+    Ok(true)
 }

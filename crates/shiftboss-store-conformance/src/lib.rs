@@ -144,6 +144,7 @@ macro_rules! conformance_suite {
             reconcile {
                 requires_a_live_leader_term,
                 a_task_past_its_timeout_fails_and_compensates,
+                a_compensating_task_is_not_timed_out,
                 leaves_live_and_finished_tasks_alone,
                 racing_replies_and_reconciler_never_schedule_a_step_twice,
             }

@@ -108,3 +108,28 @@ pub async fn racing_replies_and_reconciler_never_schedule_a_step_twice<F: Fixtur
     assert_eq!(h.step_named(task, "fan").await.state, StepState::Processed);
     assert_eq!(count(&d.events, ev::STEP_SCHEDULED), 9, "8 branches and the step after the join");
 }
+
+/// A task that is compensating when its deadline passes goes on undoing its steps: the timeout
+/// stops forward work, never the undoing of it.
+pub async fn a_compensating_task_is_not_timed_out<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register(&def(json!({"name": "undo", "timeout": "1m", "steps": [
+        {"name": "book", "agent": WORKER, "compensate": {"name": "unbook", "agent": WORKER}},
+        {"name": "pay", "agent": WORKER}
+    ]})))
+    .await;
+    let leader = h.supervisor().await;
+    let task = h.submit("u1", "undo", 0).await;
+    let c = h.claim_one("x").await;
+    h.complete("x", &c, json!({})).await;
+    let pay = h.claim_one("x").await;
+    h.reply("x", pay.id, pay.lease_token, ReplyResult::PermanentError("declined".into())).await;
+    assert_eq!(h.task(task).await.task.state, TaskState::Compensating);
+    h.advance(secs(61));
+    assert_eq!(h.reconcile(&leader, secs(3600)).await.unwrap().timed_out, 0);
+    let unbook = h.claim_one("x").await;
+    assert_eq!(unbook.name, "unbook");
+    h.complete("x", &unbook, json!({})).await;
+    let d = h.task(task).await;
+    assert_eq!((d.task.state, count(&d.events, ev::TASK_TIMED_OUT)), (TaskState::Compensated, 0));
+}
