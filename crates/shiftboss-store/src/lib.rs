@@ -69,8 +69,9 @@ pub trait Store: Send + Sync + 'static {
     /// An operator sends a step in Error back to Pending with its failure count reset (P16).
     async fn resubmit_step(&self, p: ResubmitStep) -> Result<()>;
 
-    /// An operator cancels a task: its pending and processing steps are cancelled. Cancelling a
-    /// completed or already cancelled task is a `Conflict`.
+    /// An operator cancels a task: its pending and processing steps (and live child tasks) are
+    /// cancelled, and its completed steps compensated when its workflow says so. The same as
+    /// `operate_task` with `TaskCommand::Cancel`. Cancelling a task that has ended is a `Conflict`.
     async fn cancel_task(&self, p: CancelTask) -> Result<()>;
 
     /// An operator's command on a task (pause, resume, terminate, retry, rerun, skip, signal,
