@@ -3,7 +3,8 @@
 //! mapped is refused at the right place.
 
 use serde_json::{Value, json};
-use shiftboss_core::decider::{Action, ChildTask, StepView, TaskMove, TaskView, decide};
+use shiftboss_core::decider::memory::MemoryTask;
+use shiftboss_core::decider::{ChildTask, StepView, TaskMove};
 use shiftboss_core::retry::{RetryDecision, RetryPolicy};
 use shiftboss_core::workflow::conductor::{
     AgentLimits, ConductorImport, from_conductor, from_conductor_with_tasks, looks_like_conductor,
@@ -59,107 +60,37 @@ fn after(delays: &[u64]) -> Vec<RetryDecision> {
     delays.iter().map(|s| RetryDecision::RetryAfter(secs(*s))).chain([RetryDecision::GiveUp]).collect()
 }
 
-/// Plays the store around the decider: writes each decision into its rows.
-struct Run {
-    def: WorkflowDef,
-    rows: Vec<StepView>,
-    state: TaskState,
-    input: Value,
-    now: Timestamp,
-    next_id: i64,
-    children: Vec<ChildTask>,
-    waits: Vec<(String, Option<Timestamp>)>,
+/// Plays the store around the decider: a [`MemoryTask`], whose refusals fail the test.
+struct Run(MemoryTask);
+
+impl std::ops::Deref for Run {
+    type Target = MemoryTask;
+    fn deref(&self) -> &MemoryTask {
+        &self.0
+    }
 }
 
 impl Run {
     fn new(def: &WorkflowDef, input: Value) -> Run {
-        let def = def.clone();
-        Run {
-            def,
-            rows: vec![],
-            state: TaskState::Running,
-            input,
-            now: Timestamp(1_000_000),
-            next_id: 1,
-            children: vec![],
-            waits: vec![],
-        }
+        Run(MemoryTask::new(def.clone(), input, Timestamp(1_000_000)))
     }
 
     fn decide(&mut self) -> TaskMove {
-        let task = TaskView { id: 7, key: "k7", state: self.state, input: &self.input, now: self.now };
-        let d = decide(&self.def, &task, &self.rows);
-        for a in d.actions {
-            match a {
-                Action::Create(n) => {
-                    assert!(!self.rows.iter().any(|r| r.name == n.name), "{} is created twice", n.name);
-                    if let Some(c) = n.child.clone() {
-                        self.children.push(c);
-                    }
-                    if n.kind == StepKind::Wait && n.state == StepState::Processing {
-                        self.waits.push((n.name.clone(), n.wake_at));
-                    }
-                    self.rows.push(StepView {
-                        id: self.next_id,
-                        name: n.name,
-                        kind: n.kind,
-                        state: n.state,
-                        input: n.input,
-                        output: n.output,
-                        last_error: None,
-                        updated_at: self.now,
-                        compensates: n.compensates,
-                    });
-                    self.next_id += 1;
-                }
-                Action::Update { name, state, output, error } => {
-                    let r = self.rows.iter_mut().find(|r| r.name == name).expect("updates an existing row");
-                    (r.state, r.output, r.last_error) = (state, output, error);
-                }
-                Action::Cancel { name } => {
-                    let r = self.rows.iter_mut().find(|r| r.name == name).expect("cancels an existing row");
-                    r.state = StepState::Cancelled;
-                }
-            }
-        }
-        self.state = match &d.task {
-            TaskMove::Stay => self.state,
-            TaskMove::Complete { .. } => TaskState::Completed,
-            TaskMove::Fail { .. } | TaskMove::CompensationFailed { .. } => TaskState::Failed,
-            TaskMove::Compensate { .. } => TaskState::Compensating,
-            TaskMove::Compensated => TaskState::Compensated,
-            TaskMove::Cancelled => TaskState::Cancelled,
-        };
-        d.task
+        self.0.decide().unwrap_or_else(|e| panic!("{e}; rows: {:?}", self.0.names()))
     }
 
     fn row(&self, name: &str) -> &StepView {
-        self.rows.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("no row {name}; rows: {:?}", self.names()))
-    }
-
-    fn names(&self) -> Vec<&str> {
-        self.rows.iter().map(|r| r.name.as_str()).collect()
-    }
-
-    fn pending(&self) -> Vec<&str> {
-        self.rows.iter().filter(|r| r.state == StepState::Pending).map(|r| r.name.as_str()).collect()
+        self.0.row(name).unwrap_or_else(|| panic!("no row {name}; rows: {:?}", self.names()))
     }
 
     /// An agent step replies; the store then decides.
     fn finish(&mut self, name: &str, output: Value) -> TaskMove {
-        self.now = self.now.plus(secs(1));
-        let r = self.rows.iter_mut().find(|r| r.name == name).unwrap_or_else(|| panic!("no row {name}"));
-        assert_eq!(r.state, StepState::Pending, "{name} is pending");
-        (r.state, r.output) = (StepState::Processed, Some(output));
-        self.decide()
+        self.0.finish(name, output).unwrap()
     }
 
     /// A control row ends from outside: a timer, a signal, a child task.
     fn end_control(&mut self, name: &str, output: Value) -> TaskMove {
-        let r = self.rows.iter_mut().find(|r| r.name == name).unwrap_or_else(|| panic!("no row {name}"));
-        assert_eq!(r.state, StepState::Processing, "{name} is processing");
-        (r.state, r.output) = (StepState::Processed, Some(output));
-        self.decide()
+        self.0.end_control(name, output).unwrap()
     }
 }
 
@@ -241,7 +172,7 @@ fn order_run(method: &str) -> Run {
     );
     assert_eq!(r.decide(), TaskMove::Stay);
     assert_eq!(r.pending(), ["validate"]);
-    assert_eq!(r.row("validate").input, json!({"orderId": "A-1", "requestedBy": 7}));
+    assert_eq!(r.row("validate").input, json!({"orderId": "A-1", "requestedBy": 1}));
     r.finish("validate", json!({"total": 42}));
     assert_eq!(r.row("charge").input, json!({"orderId": "A-1", "amount": 42, "currency": "EUR", "memo": "order A-1"}));
     r

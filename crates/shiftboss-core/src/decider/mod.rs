@@ -13,6 +13,7 @@
 //! phase, `scope` what expressions see, [`operator`] the plans of operator actions.
 
 mod compensate;
+pub mod memory;
 pub use compensate::needs_compensation;
 pub mod operator;
 mod scope;

@@ -1,157 +1,65 @@
 //! The decider as data: a definition, what the task's steps did, and what the decider must do.
 //! `Sim` plays the store: it writes each decision into its rows, as a store's transaction does.
 
-use super::operator::{RowChange, plan_rerun, plan_retry, plan_skip};
+use super::memory::MemoryTask;
+use super::operator::{Plan, RowChange, plan_rerun, plan_retry, plan_skip};
 use super::*;
 use crate::workflow::{EndStatus, StepDef, WorkflowDef};
 use serde_json::json;
 use std::time::Duration;
 
-struct Sim {
-    def: WorkflowDef,
-    rows: Vec<StepView>,
-    state: TaskState,
-    input: Value,
-    now: Timestamp,
-    next_id: i64,
-    children: Vec<ChildTask>,
-    waits: Vec<(String, Option<Timestamp>)>,
+/// The decider's tests drive a [`MemoryTask`]; a refusal there is a failed test here.
+struct Sim(MemoryTask);
+
+impl std::ops::Deref for Sim {
+    type Target = MemoryTask;
+    fn deref(&self) -> &MemoryTask {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Sim {
+    fn deref_mut(&mut self) -> &mut MemoryTask {
+        &mut self.0
+    }
 }
 
 impl Sim {
     fn new(def: WorkflowDef, input: Value) -> Sim {
         def.validate().expect("the test's definition is valid");
-        Sim {
-            def,
-            rows: vec![],
-            state: TaskState::Running,
-            input,
-            now: Timestamp(1_000_000),
-            next_id: 1,
-            children: vec![],
-            waits: vec![],
-        }
+        Sim(MemoryTask::new(def, input, Timestamp(1_000_000)))
     }
 
     fn decide(&mut self) -> TaskMove {
-        let task = TaskView { id: 7, key: "k7", state: self.state, input: &self.input, now: self.now };
-        let d = decide(&self.def, &task, &self.rows);
-        for a in d.actions {
-            match a {
-                Action::Create(n) => {
-                    assert!(
-                        !self.rows.iter().any(|r| r.name == n.name),
-                        "{} is created twice; rows: {:?}",
-                        n.name,
-                        self.names()
-                    );
-                    if let Some(c) = n.child.clone() {
-                        self.children.push(c);
-                    }
-                    if n.kind == StepKind::Wait && n.state == StepState::Processing {
-                        self.waits.push((n.name.clone(), n.wake_at));
-                    }
-                    self.rows.push(StepView {
-                        id: self.next_id,
-                        name: n.name,
-                        kind: n.kind,
-                        state: n.state,
-                        input: n.input,
-                        output: n.output,
-                        last_error: None,
-                        updated_at: self.now,
-                        compensates: n.compensates,
-                    });
-                    self.next_id += 1;
-                }
-                Action::Update { name, state, output, error } => {
-                    let r = self.rows.iter_mut().find(|r| r.name == name).expect("updates an existing row");
-                    assert!(r.kind != StepKind::Agent, "the decider never moves an agent step itself");
-                    (r.state, r.output, r.last_error) = (state, output, error);
-                }
-                Action::Cancel { name } => {
-                    let r = self.rows.iter_mut().find(|r| r.name == name).expect("cancels an existing row");
-                    assert!(r.is_live(), "only live steps are cancelled");
-                    r.state = StepState::Cancelled;
-                }
-            }
-        }
-        self.state = match &d.task {
-            TaskMove::Stay => self.state,
-            TaskMove::Complete { .. } => TaskState::Completed,
-            TaskMove::Fail { .. } | TaskMove::CompensationFailed { .. } => TaskState::Failed,
-            TaskMove::Compensate { .. } => TaskState::Compensating,
-            TaskMove::Compensated => TaskState::Compensated,
-            TaskMove::Cancelled => TaskState::Cancelled,
-        };
-        d.task
+        self.0.decide().unwrap_or_else(|e| panic!("{e}; rows: {:?}", self.0.names()))
     }
 
-    fn tick(&mut self) {
-        self.now = self.now.plus(Duration::from_secs(1));
-    }
-
-    /// An agent step finishes; the store then decides.
     fn finish(&mut self, name: &str, output: Value) -> TaskMove {
-        self.tick();
-        let now = self.now;
-        let r = self.rows.iter_mut().find(|r| r.name == name).unwrap_or_else(|| panic!("no row {name}"));
-        assert_eq!(r.state, StepState::Pending, "{name} is pending");
-        (r.state, r.output, r.updated_at) = (StepState::Processed, Some(output), now);
-        self.decide()
+        self.0.finish(name, output).unwrap()
     }
 
     fn fail(&mut self, name: &str) -> TaskMove {
-        self.tick();
-        let r = self.rows.iter_mut().find(|r| r.name == name).unwrap_or_else(|| panic!("no row {name}"));
-        assert_eq!(r.state, StepState::Pending, "{name} is pending");
-        (r.state, r.last_error) = (StepState::Error, Some("refused".into()));
-        self.decide()
+        self.0.fail(name, "refused").unwrap()
     }
 
-    /// A control row ends from outside (a child task, a timer, a signal).
     fn end_control(&mut self, name: &str, output: Value) -> TaskMove {
-        let r = self.rows.iter_mut().find(|r| r.name == name).unwrap_or_else(|| panic!("no row {name}"));
-        assert_eq!(r.state, StepState::Processing);
-        (r.state, r.output) = (StepState::Processed, Some(output));
-        self.decide()
+        self.0.end_control(name, output).unwrap()
     }
 
-    fn pending(&self) -> Vec<&str> {
-        self.rows.iter().filter(|r| r.state == StepState::Pending).map(|r| r.name.as_str()).collect()
-    }
-
-    fn names(&self) -> Vec<&str> {
-        self.rows.iter().map(|r| r.name.as_str()).collect()
+    fn apply(&mut self, plan: Plan) {
+        self.0.apply(plan).unwrap()
     }
 
     fn state_of(&self, name: &str) -> StepState {
-        self.rows.iter().find(|r| r.name == name).map(|r| r.state).unwrap_or_else(|| panic!("no row {name}"))
+        self.row(name).map(|r| r.state).unwrap_or_else(|| panic!("no row {name}"))
     }
 
     fn input_of(&self, name: &str) -> &Value {
-        &self.rows.iter().find(|r| r.name == name).unwrap().input
-    }
-
-    fn apply(&mut self, changes: Vec<RowChange>) {
-        for c in changes {
-            match c {
-                RowChange::Reset { name } => self.row_mut(&name).state = StepState::Pending,
-                RowChange::Reopen { name, output } => {
-                    let r = self.row_mut(&name);
-                    (r.state, r.output) = (StepState::Processing, output);
-                }
-                RowChange::Delete { name } => self.rows.retain(|r| r.name != name),
-                RowChange::Finish { name, output } => {
-                    let r = self.row_mut(&name);
-                    (r.state, r.output) = (StepState::Processed, Some(output));
-                }
-            }
-        }
+        &self.row(name).unwrap_or_else(|| panic!("no row {name}")).input
     }
 
     fn row_mut(&mut self, name: &str) -> &mut StepView {
-        self.rows.iter_mut().find(|r| r.name == name).unwrap()
+        self.0.rows.iter_mut().find(|r| r.name == name).unwrap()
     }
 }
 
@@ -185,7 +93,7 @@ fn inputs_map_the_task_and_earlier_outputs() {
     ]);
     let mut s = Sim::new(def, json!({"order_id": "A-1"}));
     s.decide();
-    assert_eq!(s.input_of("charge"), &json!({"order": "A-1", "key": "k7"}));
+    assert_eq!(s.input_of("charge"), &json!({"order": "A-1", "key": "memory"}));
     s.finish("charge", json!({"payment_id": "P9", "amount": 12}));
     assert_eq!(s.input_of("ship"), &json!({"payment": "P9", "note": "paid 12"}));
 }
@@ -405,8 +313,7 @@ fn a_compensation_that_fails_for_good_stops_and_alerts() {
     assert!(!s.names().contains(&"release"), "nothing older is undone past a failed compensation");
     let plan = plan_retry(&s.def, s.state, &s.rows).unwrap();
     assert_eq!(plan.task_state, TaskState::Compensating, "the retry goes on compensating");
-    s.state = plan.task_state;
-    s.apply(plan.changes);
+    s.apply(plan);
     s.decide();
     assert_eq!(s.pending(), ["refund"]);
 }
@@ -460,8 +367,7 @@ fn retry_rerun_and_skip_plans() {
     );
 
     let skip = plan_skip(&s.def, s.state, &s.rows, "two", json!("skipped")).unwrap();
-    s.state = skip.task_state;
-    s.apply(skip.changes);
+    s.apply(skip);
     s.decide();
     assert_eq!(s.pending(), ["four"], "the skipped step counts as done; the fork joins");
     assert!(plan_skip(&s.def, s.state, &s.rows, "f", json!(null)).is_err(), "only agent steps");
@@ -470,8 +376,7 @@ fn retry_rerun_and_skip_plans() {
     assert_eq!(s.state, TaskState::Completed);
     assert!(plan_rerun(&s.def, s.state, &s.rows, "nope").is_err());
     let rerun = plan_rerun(&s.def, s.state, &s.rows, "three").unwrap();
-    s.state = rerun.task_state;
-    s.apply(rerun.changes);
+    s.apply(rerun);
     s.decide();
     assert_eq!(s.pending(), ["three"], "the rerun step runs again; its sibling's work stays");
     assert_eq!(s.state_of("two"), StepState::Processed);
