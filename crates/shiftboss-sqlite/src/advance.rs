@@ -80,9 +80,12 @@ fn advance_rounds(t: &Tx<'_>, task_id: TaskId, actor: &str) -> Result<Advanced, 
         }
         let state = move_task(t, task_id, task.state, decision.task, actor)?;
         // A child that ended at once (or could not start) changed a step of ours: decide again.
-        let again = std::mem::take(
-            &mut t.advancing.borrow_mut().iter_mut().find(|(id, _)| *id == task_id).expect("registered above").1,
-        );
+        let again = t
+            .advancing
+            .borrow_mut()
+            .iter_mut()
+            .find(|(id, _)| *id == task_id)
+            .is_some_and(|entry| std::mem::take(&mut entry.1));
         if !again {
             return Ok(Advanced { state, scheduled });
         }
