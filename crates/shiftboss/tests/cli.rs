@@ -84,8 +84,11 @@ fn killed_with_sigkill_mid_run_and_started_again_it_finishes_everything() {
         }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
+        // Work left: orders still live, or not yet submitted (the demo submits while it runs).
         let s = summarize(&db);
-        assert!(s.tasks_in(TaskState::Running) > 0, "killed with work left, or the test proves nothing");
+        let live: u64 = TaskState::ALL.iter().filter(|t| !t.is_terminal()).map(|t| s.tasks_in(*t)).sum();
+        let submitted: u64 = s.tasks.iter().map(|(_, n)| n).sum();
+        assert!(live > 0 || submitted < 3000, "killed with work left, or the test proves nothing");
     }
     let out = run(&db, &args);
     let s = text(&out);
