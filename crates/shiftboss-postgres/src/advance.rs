@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use shiftboss_core::decider::{Action, StepView, TaskMove, TaskView, decide, needs_compensation};
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::workflow::{StepKind, WorkflowDef};
-use shiftboss_core::{StepState, TaskId, TaskState, Timestamp};
-use shiftboss_store::{StoreError, event_kind as ev};
+use shiftboss_core::{TaskId, TaskState, Timestamp};
+use shiftboss_store::{StoreError, decided, event_kind as ev};
 use std::future::Future;
 use std::pin::Pin;
 
@@ -155,13 +155,7 @@ async fn apply(
     match action {
         Action::Create(n) => {
             let step_id = insert_step(t, task_id, task, def, &n).await?;
-            let (kind, detail) = match (n.kind, n.state) {
-                (StepKind::Agent, _) => (ev::STEP_SCHEDULED, json!({"step": n.name})),
-                (StepKind::Switch, _) => (ev::STEP_DECIDED, json!({"step": n.name, "output": n.output})),
-                (StepKind::Wait, StepState::Processed) => (ev::WAIT_ENDED, json!({"step": n.name})),
-                (_, StepState::Processed) => (ev::STEP_PROCESSED, json!({"step": n.name, "output": n.output})),
-                _ => (ev::STEP_STARTED, json!({"step": n.name, "kind": n.kind.as_str()})),
-            };
+            let (kind, detail) = decided::created_event(&n);
             t.event(task_id, Some(step_id), kind, EventLevel::Info, actor, detail).await?;
             if let Some(child) = &n.child {
                 start_child(t, task_id, task, step_id, &n.name, child, actor).await?;
@@ -170,12 +164,7 @@ async fn apply(
         }
         Action::Update { name, state, output, error } => {
             let step_id = update_step(t, task_id, &name, state, output.as_ref(), error.as_deref()).await?;
-            let (kind, level) = match state {
-                StepState::Error => (ev::STEP_ERROR, EventLevel::Alert),
-                StepState::Processed => (ev::STEP_PROCESSED, EventLevel::Info),
-                _ => (ev::STEP_STARTED, EventLevel::Info),
-            };
-            let detail = json!({"step": name, "output": output, "error": error});
+            let (kind, level, detail) = decided::updated_event(&name, state, output.as_ref(), error.as_deref());
             t.event(task_id, step_id, kind, level, actor, detail).await?;
             Ok(0)
         }
@@ -194,26 +183,8 @@ pub async fn move_task(
     m: TaskMove,
     actor: &str,
 ) -> Result<TaskState, StoreError> {
-    let (state, kind, level, detail, output) = match m {
-        TaskMove::Stay => return Ok(now),
-        TaskMove::Complete { output } => {
-            (TaskState::Completed, ev::TASK_COMPLETED, EventLevel::Info, json!({}), Some(output))
-        }
-        TaskMove::Fail { step, reason } => {
-            (TaskState::Failed, ev::TASK_FAILED, EventLevel::Alert, json!({"step": step, "reason": reason}), None)
-        }
-        TaskMove::Compensate { step, reason } => (
-            TaskState::Compensating,
-            ev::TASK_COMPENSATING,
-            EventLevel::Alert,
-            json!({"step": step, "reason": reason}),
-            None,
-        ),
-        TaskMove::Compensated => (TaskState::Compensated, ev::TASK_COMPENSATED, EventLevel::Info, json!({}), None),
-        TaskMove::CompensationFailed { step } => {
-            (TaskState::Failed, ev::TASK_COMPENSATION_FAILED, EventLevel::Alert, json!({"step": step}), None)
-        }
-        TaskMove::Cancelled => (TaskState::Cancelled, ev::TASK_CANCELLED, EventLevel::Info, json!({}), None),
+    let Some(decided::TaskOutcome { state, kind, level, detail, output }) = decided::task_outcome(m) else {
+        return Ok(now);
     };
     t.execute(
         "UPDATE tasks SET state = $2, output = coalesce($3, output), updated_at = $4 WHERE id = $1",

@@ -12,7 +12,7 @@ use shiftboss_core::buckets::bucket_of;
 use shiftboss_core::decider::ChildTask;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::{StepId, StepState, TaskId, TaskState};
-use shiftboss_store::{StoreError, event_kind as ev};
+use shiftboss_store::{StoreError, decided, event_kind as ev};
 
 /// How deep sub-workflows may nest: a workflow that starts itself stops here, with an error.
 pub const MAX_CHILD_DEPTH: i32 = 16;
@@ -157,10 +157,7 @@ pub async fn tell_parent(
     let parent = TaskId(parent);
     // Held already: whoever locked the child locked its ancestors first. This costs nothing then.
     lock_tasks(t, &[parent]).await?;
-    let (step_state, error) = match state {
-        TaskState::Completed => (StepState::Processed, None),
-        other => (StepState::Error, Some(format!("child task {child} ended {other}"))),
-    };
+    let (step_state, error) = decided::child_result(child, state);
     let output = output.cloned().unwrap_or(Value::Null);
     // Only the step still waiting for this very child moves: a parent that moved on (or reran the
     // step, which started another child under the same name) ignores it.

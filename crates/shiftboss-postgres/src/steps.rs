@@ -9,10 +9,9 @@ use crate::tx::Tx;
 use serde_json::{Value, json};
 use shiftboss_core::decider::NewStep;
 use shiftboss_core::model::EventLevel;
-use shiftboss_core::time::duration_ms;
 use shiftboss_core::workflow::{StepKind, WorkflowDef};
 use shiftboss_core::{StepId, StepState, TaskId, TaskState};
-use shiftboss_store::{StoreError, event_kind as ev};
+use shiftboss_store::{StoreError, decided, event_kind as ev};
 
 /// Inserts a new step row; an agent step due now rings the due-work bell at commit. A step takes
 /// its task's stored bucket (a task from before buckets keeps bucket 0 for all its steps).
@@ -23,17 +22,7 @@ pub async fn insert_step(
     def: &WorkflowDef,
     n: &NewStep,
 ) -> Result<StepId, StoreError> {
-    let step = def.find(&n.def_name).ok_or_else(|| {
-        StoreError::Incompatible(format!("step {} is not in {} v{}", n.def_name, def.name, def.version))
-    })?;
-    let retry = def.retry_for(step).map(|p| serde_json::to_string(p).expect("policy serializes"));
-    // A wait for a signal has no time: the timer never finds it.
-    let due_at = match (n.kind, n.wake_at) {
-        (StepKind::Wait, Some(at)) => at.0,
-        (StepKind::Wait, None) => i64::MAX,
-        _ => t.now.0,
-    };
-    let fallback_at = step.domain_fallback.map(|d| t.now.plus(d).0);
+    let new = decided::step_row(def, n, task.priority, t.now)?;
     let row = t
         .query_one(
             "INSERT INTO steps (task_id, name, agent, state, due_at, priority, input, output, idempotency_key,
@@ -45,27 +34,27 @@ pub async fn insert_step(
             &[
                 &task_id.0,
                 &n.name,
-                &step.agent_name(),
+                &new.agent,
                 &n.state.as_str(),
-                &due_at,
-                &step.priority_in(task.priority),
-                &n.input.to_string(),
-                &n.output.as_ref().map(Value::to_string),
-                &uuid::Uuid::new_v4().to_string(),
-                &duration_ms(step.timeout()),
-                &step.config.to_string(),
-                &retry,
+                &new.due_at,
+                &new.priority,
+                &new.input,
+                &new.output,
+                &new.idempotency_key,
+                &new.timeout_ms,
+                &new.config,
+                &new.retry,
                 &t.now.0,
-                &n.kind.as_str(),
+                &new.kind,
                 &n.compensates,
-                &step.domain,
-                &fallback_at,
-                &step.response_timeout.map(duration_ms),
-                &step.on_timeout.as_str(),
+                &new.domain,
+                &new.fallback_at,
+                &new.response_timeout_ms,
+                &new.on_timeout,
             ],
         )
         .await?;
-    if n.kind == StepKind::Agent && n.state == StepState::Pending && due_at <= t.now.0 {
+    if new.due_now(n.state, t.now) {
         t.mark_due_now();
     }
     Ok(StepId(get(&row, 0)?))

@@ -10,8 +10,8 @@ use shiftboss_core::buckets::bucket_of;
 use shiftboss_core::decider::{Action, ChildTask, NewStep, StepView, TaskMove, TaskView, decide};
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::workflow::{StepKind, WorkflowDef};
-use shiftboss_core::{StepId, StepState, TaskId, TaskState, time::duration_ms};
-use shiftboss_store::{StoreError, event_kind as ev};
+use shiftboss_core::{StepId, StepState, TaskId, TaskState};
+use shiftboss_store::{StoreError, decided, event_kind as ev};
 use std::sync::Arc;
 
 /// How deep sub-workflows may nest: a workflow that starts itself stops here, with an error.
@@ -137,13 +137,7 @@ fn apply(
     match action {
         Action::Create(n) => {
             let step_id = insert_step(t, task_id, task, def, &n)?;
-            let (kind, detail) = match (n.kind, n.state) {
-                (StepKind::Agent, _) => (ev::STEP_SCHEDULED, json!({"step": n.name})),
-                (StepKind::Switch, _) => (ev::STEP_DECIDED, json!({"step": n.name, "output": n.output})),
-                (StepKind::Wait, StepState::Processed) => (ev::WAIT_ENDED, json!({"step": n.name})),
-                (_, StepState::Processed) => (ev::STEP_PROCESSED, json!({"step": n.name, "output": n.output})),
-                _ => (ev::STEP_STARTED, json!({"step": n.name, "kind": n.kind.as_str()})),
-            };
+            let (kind, detail) = decided::created_event(&n);
             t.event(task_id, Some(step_id), kind, EventLevel::Info, actor, detail)?;
             if let Some(child) = &n.child {
                 start_child(t, task_id, task, step_id, &n.name, child, actor)?;
@@ -152,12 +146,7 @@ fn apply(
         }
         Action::Update { name, state, output, error } => {
             let step_id = update_step(t, task_id, &name, state, output.as_ref(), error.as_deref())?;
-            let (kind, level) = match state {
-                StepState::Error => (ev::STEP_ERROR, EventLevel::Alert),
-                StepState::Processed => (ev::STEP_PROCESSED, EventLevel::Info),
-                _ => (ev::STEP_STARTED, EventLevel::Info),
-            };
-            let detail = json!({"step": name, "output": output, "error": error});
+            let (kind, level, detail) = decided::updated_event(&name, state, output.as_ref(), error.as_deref());
             t.event(task_id, step_id, kind, level, actor, detail)?;
             Ok(0)
         }
@@ -175,46 +164,35 @@ fn insert_step(
     def: &WorkflowDef,
     n: &NewStep,
 ) -> Result<StepId, StoreError> {
-    let step = def.find(&n.def_name).ok_or_else(|| {
-        StoreError::Incompatible(format!("step {} is not in {} v{}", n.def_name, def.name, def.version))
-    })?;
-    let retry = def.retry_for(step).map(|p| serde_json::to_string(p).expect("policy serializes"));
-    // A wait for a signal has no time: it is never found by the timer.
-    let due_at = match (n.kind, n.wake_at) {
-        (StepKind::Wait, Some(at)) => at.0,
-        (StepKind::Wait, None) => i64::MAX,
-        _ => t.now.0,
-    };
-    let fallback_at = step.domain_fallback.map(|d| t.now.plus(d).0);
+    let row = decided::step_row(def, n, task.priority, t.now)?;
     t.tx.prepare_cached(
         "INSERT INTO steps (task_id, name, agent, state, due_at, priority, input, output, idempotency_key, timeout_ms,
                             config, retry, created_at, updated_at, bucket, kind, compensates, domain, fallback_at,
                             response_timeout_ms, on_timeout)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, (SELECT bucket FROM tasks WHERE id = ?14),
-                 ?15, ?16, ?17, ?18, ?19, ?20)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, (SELECT bucket FROM tasks WHERE id = ?1),
+                 ?14, ?15, ?16, ?17, ?18, ?19)",
     )
     .and_then(|mut st| {
         st.execute(params![
             task_id.0,
             n.name,
-            step.agent_name(),
+            row.agent,
             n.state.as_str(),
-            due_at,
-            step.priority_in(task.priority),
-            n.input.to_string(),
-            n.output.as_ref().map(Value::to_string),
-            uuid::Uuid::new_v4().to_string(),
-            duration_ms(step.timeout()),
-            step.config.to_string(),
-            retry,
+            row.due_at,
+            row.priority,
+            row.input,
+            row.output,
+            row.idempotency_key,
+            row.timeout_ms,
+            row.config,
+            row.retry,
             t.now.0,
-            task_id.0,
-            n.kind.as_str(),
+            row.kind,
             n.compensates,
-            step.domain,
-            fallback_at,
-            step.response_timeout.map(duration_ms),
-            step.on_timeout.as_str(),
+            row.domain,
+            row.fallback_at,
+            row.response_timeout_ms,
+            row.on_timeout,
         ])
     })
     .map_err(map_err)?;
@@ -387,10 +365,7 @@ fn tell_parent(
             .map_err(map_err)?;
     let Some((Some(parent), Some(step))) = link else { return Ok(()) };
     let parent = TaskId(parent);
-    let (step_state, error) = match state {
-        TaskState::Completed => (StepState::Processed, None),
-        other => (StepState::Error, Some(format!("child task {child} ended {other}"))),
-    };
+    let (step_state, error) = decided::child_result(child, state);
     let output = output.cloned().unwrap_or(Value::Null);
     // Only the step still waiting for this very child moves: a parent that moved on (or reran the
     // step, which started another child) ignores it.
@@ -419,26 +394,8 @@ fn tell_parent(
 
 /// Writes the task's own move; returns its state after.
 fn move_task(t: &Tx<'_>, task_id: TaskId, now: TaskState, m: TaskMove, actor: &str) -> Result<TaskState, StoreError> {
-    let (state, kind, level, detail, output) = match m {
-        TaskMove::Stay => return Ok(now),
-        TaskMove::Complete { output } => {
-            (TaskState::Completed, ev::TASK_COMPLETED, EventLevel::Info, json!({}), Some(output))
-        }
-        TaskMove::Fail { step, reason } => {
-            (TaskState::Failed, ev::TASK_FAILED, EventLevel::Alert, json!({"step": step, "reason": reason}), None)
-        }
-        TaskMove::Compensate { step, reason } => (
-            TaskState::Compensating,
-            ev::TASK_COMPENSATING,
-            EventLevel::Alert,
-            json!({"step": step, "reason": reason}),
-            None,
-        ),
-        TaskMove::Compensated => (TaskState::Compensated, ev::TASK_COMPENSATED, EventLevel::Info, json!({}), None),
-        TaskMove::CompensationFailed { step } => {
-            (TaskState::Failed, ev::TASK_COMPENSATION_FAILED, EventLevel::Alert, json!({"step": step}), None)
-        }
-        TaskMove::Cancelled => (TaskState::Cancelled, ev::TASK_CANCELLED, EventLevel::Info, json!({}), None),
+    let Some(decided::TaskOutcome { state, kind, level, detail, output }) = decided::task_outcome(m) else {
+        return Ok(now);
     };
     t.tx.prepare_cached("UPDATE tasks SET state = ?2, output = coalesce(?3, output), updated_at = ?4 WHERE id = ?1")
         .and_then(|mut st| {

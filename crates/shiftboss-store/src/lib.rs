@@ -6,6 +6,7 @@
 //! outcome) together; every write on behalf of a claim is fenced by the claim's lease token.
 
 pub mod clock;
+pub mod decided;
 pub mod error;
 pub mod event_kind;
 pub mod lapse;

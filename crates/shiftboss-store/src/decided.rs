@@ -1,0 +1,189 @@
+//! What a store writes for the decider's actions and moves: the new step row's fields, the events,
+//! the task's new state. The same in every store, so a backend only runs its SQL (as with `lapse`).
+
+use crate::StoreError;
+use crate::event_kind as ev;
+use serde_json::{Value, json};
+use shiftboss_core::decider::{NewStep, TaskMove};
+use shiftboss_core::model::EventLevel;
+use shiftboss_core::time::duration_ms;
+use shiftboss_core::workflow::{StepKind, WorkflowDef};
+use shiftboss_core::{StepState, TaskId, TaskState, Timestamp};
+
+/// The fields of a new step row, besides its task, name, state and bucket.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepRow {
+    pub agent: String,
+    /// When it may be claimed; for a wait, when it ends (a wait for a signal never does by time).
+    pub due_at: i64,
+    pub priority: i32,
+    pub input: String,
+    pub output: Option<String>,
+    pub idempotency_key: String,
+    pub timeout_ms: i64,
+    pub config: String,
+    pub retry: Option<String>,
+    pub kind: &'static str,
+    pub domain: Option<String>,
+    pub fallback_at: Option<i64>,
+    pub response_timeout_ms: Option<i64>,
+    pub on_timeout: &'static str,
+}
+
+impl StepRow {
+    /// True when the row is an agent step that may be claimed at once (schedulers should wake).
+    pub fn due_now(&self, state: StepState, now: Timestamp) -> bool {
+        self.kind == StepKind::Agent.as_str() && state == StepState::Pending && self.due_at <= now.0
+    }
+}
+
+/// The row of a step the decider creates, from its definition.
+pub fn step_row(def: &WorkflowDef, n: &NewStep, task_priority: i32, now: Timestamp) -> Result<StepRow, StoreError> {
+    let step = def.find(&n.def_name).ok_or_else(|| {
+        StoreError::Incompatible(format!("step {} is not in {} v{}", n.def_name, def.name, def.version))
+    })?;
+    let due_at = match (n.kind, n.wake_at) {
+        (StepKind::Wait, Some(at)) => at.0,
+        (StepKind::Wait, None) => i64::MAX,
+        _ => now.0,
+    };
+    Ok(StepRow {
+        agent: step.agent_name().to_owned(),
+        due_at,
+        priority: step.priority_in(task_priority),
+        input: n.input.to_string(),
+        output: n.output.as_ref().map(Value::to_string),
+        idempotency_key: uuid::Uuid::new_v4().to_string(),
+        timeout_ms: duration_ms(step.timeout()),
+        config: step.config.to_string(),
+        retry: def.retry_for(step).map(|p| serde_json::to_string(p).expect("policies serialize")),
+        kind: n.kind.as_str(),
+        domain: step.domain.clone(),
+        fallback_at: step.domain_fallback.map(|d| now.plus(d).0),
+        response_timeout_ms: step.response_timeout.map(duration_ms),
+        on_timeout: step.on_timeout.as_str(),
+    })
+}
+
+/// The event of a created step.
+pub fn created_event(n: &NewStep) -> (&'static str, Value) {
+    match (n.kind, n.state) {
+        (StepKind::Agent, _) => (ev::STEP_SCHEDULED, json!({"step": n.name})),
+        (StepKind::Switch, _) => (ev::STEP_DECIDED, json!({"step": n.name, "output": n.output})),
+        (StepKind::Wait, StepState::Processed) => (ev::WAIT_ENDED, json!({"step": n.name})),
+        (_, StepState::Processed) => (ev::STEP_PROCESSED, json!({"step": n.name, "output": n.output})),
+        _ => (ev::STEP_STARTED, json!({"step": n.name, "kind": n.kind.as_str()})),
+    }
+}
+
+/// The event of a control step the decider moved.
+pub fn updated_event(
+    name: &str,
+    state: StepState,
+    output: Option<&Value>,
+    error: Option<&str>,
+) -> (&'static str, EventLevel, Value) {
+    let (kind, level) = match state {
+        StepState::Error => (ev::STEP_ERROR, EventLevel::Alert),
+        StepState::Processed => (ev::STEP_PROCESSED, EventLevel::Info),
+        _ => (ev::STEP_STARTED, EventLevel::Info),
+    };
+    (kind, level, json!({"step": name, "output": output, "error": error}))
+}
+
+/// A task's move as the store writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskOutcome {
+    pub state: TaskState,
+    pub kind: &'static str,
+    pub level: EventLevel,
+    pub detail: Value,
+    /// The task's output, when it completes.
+    pub output: Option<Value>,
+}
+
+/// What a move writes; none for `Stay`.
+pub fn task_outcome(m: TaskMove) -> Option<TaskOutcome> {
+    let o = |state, kind, level, detail| TaskOutcome { state, kind, level, detail, output: None };
+    Some(match m {
+        TaskMove::Stay => return None,
+        TaskMove::Complete { output } => TaskOutcome {
+            output: Some(output),
+            ..o(TaskState::Completed, ev::TASK_COMPLETED, EventLevel::Info, json!({}))
+        },
+        TaskMove::Fail { step, reason } => {
+            o(TaskState::Failed, ev::TASK_FAILED, EventLevel::Alert, json!({"step": step, "reason": reason}))
+        }
+        TaskMove::Compensate { step, reason } => o(
+            TaskState::Compensating,
+            ev::TASK_COMPENSATING,
+            EventLevel::Alert,
+            json!({"step": step, "reason": reason}),
+        ),
+        TaskMove::Compensated => o(TaskState::Compensated, ev::TASK_COMPENSATED, EventLevel::Info, json!({})),
+        TaskMove::CompensationFailed { step } => {
+            o(TaskState::Failed, ev::TASK_COMPENSATION_FAILED, EventLevel::Alert, json!({"step": step}))
+        }
+        TaskMove::Cancelled => o(TaskState::Cancelled, ev::TASK_CANCELLED, EventLevel::Info, json!({})),
+    })
+}
+
+/// How a sub-workflow's step ends when its child task ends in `state`: processed with the
+/// child's output when it completed, else in Error.
+pub fn child_result(child: TaskId, state: TaskState) -> (StepState, Option<String>) {
+    match state {
+        TaskState::Completed => (StepState::Processed, None),
+        other => (StepState::Error, Some(format!("child task {child} ended {other}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shiftboss_core::workflow::StepDef;
+    use std::time::Duration;
+
+    fn new_step(name: &str, kind: StepKind, state: StepState) -> NewStep {
+        NewStep {
+            name: name.into(),
+            def_name: name.into(),
+            kind,
+            state,
+            input: json!({"a": 1}),
+            output: None,
+            wake_at: None,
+            compensates: None,
+            child: None,
+        }
+    }
+
+    #[test]
+    fn a_step_row_carries_its_definitions_policies() {
+        let mut charge = StepDef::agent("charge", "pay").with_timeout(Duration::from_secs(5));
+        charge.priority = 3;
+        charge.domain = Some("eu".into());
+        charge.domain_fallback = Some(Duration::from_secs(10));
+        let def = WorkflowDef::new("w", 1, vec![charge, StepDef::wait_for_signal("hold", "go")]);
+        let now = Timestamp(1000);
+        let row = step_row(&def, &new_step("charge", StepKind::Agent, StepState::Pending), 2, now).unwrap();
+        assert_eq!((row.agent.as_str(), row.priority, row.timeout_ms, row.due_at), ("pay", 5, 5000, 1000));
+        assert_eq!((row.domain.as_deref(), row.fallback_at), (Some("eu"), Some(11_000)));
+        assert!(row.due_now(StepState::Pending, now));
+        let hold = step_row(&def, &new_step("hold", StepKind::Wait, StepState::Processing), 0, now).unwrap();
+        assert_eq!(hold.due_at, i64::MAX, "a wait for a signal is never due by time");
+        assert!(!hold.due_now(StepState::Processing, now));
+        let missing = step_row(&def, &new_step("nope", StepKind::Agent, StepState::Pending), 0, now);
+        assert!(matches!(missing, Err(StoreError::Incompatible(_))));
+    }
+
+    #[test]
+    fn moves_map_to_states_and_alerts() {
+        assert_eq!(task_outcome(TaskMove::Stay), None);
+        let done = task_outcome(TaskMove::Complete { output: json!(1) }).unwrap();
+        assert_eq!((done.state, done.output), (TaskState::Completed, Some(json!(1))));
+        let failed = task_outcome(TaskMove::CompensationFailed { step: "refund".into() }).unwrap();
+        assert_eq!((failed.state, failed.level), (TaskState::Failed, EventLevel::Alert));
+        assert_eq!(child_result(TaskId(4), TaskState::Completed), (StepState::Processed, None));
+        assert_eq!(child_result(TaskId(4), TaskState::Cancelled).0, StepState::Error);
+    }
+}
