@@ -9,10 +9,11 @@ use crate::error::map_err;
 use crate::tx::Tx;
 use rusqlite::{OptionalExtension, params};
 use serde_json::{Value, json};
-use shiftboss_core::decider::operator::{Plan, RowChange, plan_rerun, plan_resubmit, plan_retry, plan_skip};
-use shiftboss_core::decider::{base_name, needs_compensation};
+use shiftboss_core::decider::needs_compensation;
+use shiftboss_core::decider::operator::{
+    Plan, RowChange, plan_rerun, plan_resubmit, plan_retry, plan_skip, waiting_for,
+};
 use shiftboss_core::model::EventLevel;
-use shiftboss_core::workflow::StepKind;
 use shiftboss_core::{StepId, StepState, TaskId, TaskState};
 use shiftboss_store::{OperateTask, ResubmitStep, StoreError, TaskCommand, event_kind as ev};
 
@@ -113,12 +114,7 @@ pub fn operate_task(t: &Tx<'_>, p: &OperateTask) -> Result<(), StoreError> {
                 return Err(refuse(format!("it is {}; only a running or paused task takes signals", task.state)));
             }
             let rows = load_views(t, id)?;
-            let waiting = rows.iter().find(|r| {
-                r.kind == StepKind::Wait
-                    && r.state == StepState::Processing
-                    && (r.name == *name
-                        || def.find(base_name(&r.name)).and_then(|d| d.signal.as_deref()) == Some(name.as_str()))
-            });
+            let waiting = waiting_for(&def, &rows, name);
             let Some(wait) = waiting else {
                 return Err(refuse(format!("no wait step is waiting for {name:?}")));
             };

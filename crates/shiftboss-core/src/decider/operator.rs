@@ -126,6 +126,16 @@ pub fn plan_skip(
     Ok(Plan { changes, task_state })
 }
 
+/// The wait step a signal ends: the waiting step of that instance name, or one whose definition
+/// waits for a signal of that name.
+pub fn waiting_for<'a>(def: &WorkflowDef, rows: &'a [StepView], signal: &str) -> Option<&'a StepView> {
+    rows.iter().find(|r| {
+        r.kind == StepKind::Wait
+            && r.state == StepState::Processing
+            && (r.name == signal || def.find(base_name(&r.name)).and_then(|d| d.signal.as_deref()) == Some(signal))
+    })
+}
+
 /// Reopens the forks and loops around `instance` whose rows pass `which`; a loop goes back to the
 /// pass `instance` ran in.
 fn reopen_ancestors(
