@@ -6,14 +6,13 @@
 //! same decide, a loop runs its next pass at once).
 
 use super::scope::StepScope;
-use super::{Action, ChildTask, MAX_ACTIONS, NewStep, StepView, TaskMove, TaskView, base_name};
+use super::{Action, ChildTask, MAX_ACTIONS, NewStep, StepView, TaskMove, TaskView};
 use crate::expr::{Expr, Template};
 use crate::state::StepState;
 use crate::time::Timestamp;
 use crate::workflow::validate::strip_template;
 use crate::workflow::{DEFAULT_MAX_ITERATIONS, EndStatus, StepDef, StepKind, WorkflowDef};
 use serde_json::{Value, json};
-use std::collections::HashSet;
 
 /// How a list of steps (or one step) stands.
 pub(super) enum Flow {
@@ -99,7 +98,7 @@ impl<'d> Working<'d> {
                     None => Ok(last),
                     Some(t) => Template::parse(t).and_then(|t| t.render(&self.scope(""))).map_err(|e| e.to_string()),
                 };
-                self.cancel_live(|_| true);
+                self.cancel_live();
                 match output {
                     Ok(output) => TaskMove::Complete { output },
                     Err(e) => self.failed("output".into(), format!("the workflow's output: {e}")),
@@ -107,11 +106,11 @@ impl<'d> Working<'d> {
             }
             Flow::Failed { step, reason } => self.failed(step, reason),
             Flow::Cancelled => {
-                self.cancel_live(|_| true);
+                self.cancel_live();
                 TaskMove::Cancelled
             }
             Flow::Ended { step, status, output } => {
-                self.cancel_live(|_| true);
+                self.cancel_live();
                 match status {
                     EndStatus::Completed => TaskMove::Complete { output },
                     EndStatus::Failed => self.failed(step, format!("terminated as failed: {output}")),
@@ -122,7 +121,7 @@ impl<'d> Working<'d> {
 
     /// A failure for good: compensate when the policy says so and there is something to undo.
     fn failed(&mut self, step: String, reason: String) -> TaskMove {
-        self.cancel_live(|_| true);
+        self.cancel_live();
         if self.def.compensate_on_failure && self.has_compensations() {
             self.task.state = crate::state::TaskState::Compensating;
             return match self.compensate() {
@@ -133,10 +132,9 @@ impl<'d> Working<'d> {
         TaskMove::Fail { step, reason }
     }
 
-    /// Cancels every live row whose definition step passes `which`.
-    pub fn cancel_live(&mut self, which: impl Fn(&str) -> bool) {
-        let live: Vec<String> =
-            self.rows.iter().filter(|r| r.is_live() && which(base_name(&r.name))).map(|r| r.name.clone()).collect();
+    /// Cancels every live row: the task ends, and nothing of it may go on running (C1).
+    pub fn cancel_live(&mut self) {
+        let live: Vec<String> = self.rows.iter().filter(|r| r.is_live()).map(|r| r.name.clone()).collect();
         for name in live {
             self.push(Action::Cancel { name });
         }
@@ -314,10 +312,8 @@ impl<'d> Working<'d> {
                 Flow::Done(v) => outputs.push(v),
                 Flow::Waiting => waiting = true,
                 flow => {
-                    // One branch cannot finish: the others' running work is cancelled (C1).
-                    let others: HashSet<String> =
-                        s.branches.iter().enumerate().filter(|(j, _)| *j != i).flat_map(|(_, b)| names_in(b)).collect();
-                    self.cancel_live(|n| others.contains(n));
+                    // One branch cannot finish, so neither can the fork; the other branches are not
+                    // walked further, and the task's end cancels their running work (C1).
                     let (state, error) = match &flow {
                         Flow::Cancelled => (StepState::Cancelled, None),
                         Flow::Ended { .. } => (StepState::Processed, None),
@@ -411,13 +407,4 @@ fn case_key(v: &Value) -> String {
 fn case_branch<'d>(s: &'d StepDef, row: Option<&StepView>) -> &'d [StepDef] {
     let case = row.and_then(|r| r.output.as_ref()).and_then(|o| o.get("case")).and_then(Value::as_str);
     case.and_then(|c| s.cases.get(c)).unwrap_or(&s.default)
-}
-
-/// Every step name in a list of steps, nested ones and compensations included.
-pub fn names_in(steps: &[StepDef]) -> Vec<String> {
-    let mut all = Vec::new();
-    for s in steps {
-        s.walk(&mut all);
-    }
-    all.into_iter().map(|s| s.name.clone()).collect()
 }
