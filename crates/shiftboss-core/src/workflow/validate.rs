@@ -68,7 +68,7 @@ impl<'a> Checker<'a> {
             return Err(err(f("name"), format!("{:?} is used by another step", s.name)));
         }
         if let Some(field) = misplaced(s).first() {
-            return Err(err(f(field), format!("a {} step has no {field}", s.kind.as_str())));
+            return Err(err(f(field), format!("a step of kind {} has no {field}", s.kind.as_str())));
         }
         match s.kind {
             StepKind::Agent => self.agent(at, s)?,
