@@ -397,11 +397,19 @@ impl Store for PostgresStore {
     }
 
     async fn get_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {
-        self.snapshot(async |c| query::get_task(c, id).await).await
+        self.snapshot(async |c| query::get_task(c, id, query::Place::Hot).await).await
+    }
+
+    async fn get_archived_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {
+        self.snapshot(async |c| query::get_task(c, id, query::Place::History).await).await
+    }
+
+    async fn find_archived_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>> {
+        self.read(async |c| query::find_task_by_key(c, key, query::Place::History).await).await
     }
 
     async fn find_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>> {
-        self.read(async |c| query::find_task_by_key(c, key).await).await
+        self.read(async |c| query::find_task_by_key(c, key, query::Place::Hot).await).await
     }
 
     async fn list_tasks(&self, p: ListTasks) -> Result<Vec<TaskRecord>> {

@@ -271,12 +271,21 @@ impl Store for SqliteStore {
     }
 
     async fn get_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {
-        self.read(move |c| query::get_task(c, id)).await
+        self.read(move |c| query::get_task(c, id, query::Place::Hot)).await
+    }
+
+    async fn get_archived_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {
+        self.read(move |c| query::get_task(c, id, query::Place::History)).await
+    }
+
+    async fn find_archived_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>> {
+        let key = key.to_owned();
+        self.read(move |c| query::find_task_by_key(c, &key, query::Place::History)).await
     }
 
     async fn find_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>> {
         let key = key.to_owned();
-        self.read(move |c| query::find_task_by_key(c, &key)).await
+        self.read(move |c| query::find_task_by_key(c, &key, query::Place::Hot)).await
     }
 
     async fn list_tasks(&self, p: ListTasks) -> Result<Vec<TaskRecord>> {

@@ -117,6 +117,11 @@ pub trait Store: Send + Sync + 'static {
 
     async fn find_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>>;
 
+    /// A task the archiver moved to history, with its steps and events as they were.
+    async fn get_archived_task(&self, id: TaskId) -> Result<Option<TaskDetail>>;
+
+    async fn find_archived_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>>;
+
     async fn list_tasks(&self, p: ListTasks) -> Result<Vec<TaskRecord>>;
 
     /// Counts for dashboards and the demo's summary.

@@ -104,7 +104,8 @@ impl Backend {
                     "SET search_path = {schema}; BEGIN; {series} {tasks}; {series} {steps}; {series} {events}; COMMIT;"
                 );
                 // Vacuumed here, so that no autovacuum of the new rows runs while the claim is timed.
-                let vacuum = format!("VACUUM ANALYZE {schema}.tasks_history, {schema}.steps_history, {schema}.events_history");
+                let vacuum =
+                    format!("VACUUM ANALYZE {schema}.tasks_history, {schema}.steps_history, {schema}.events_history");
                 let out = std::process::Command::new("psql")
                     .args([url.as_str(), "-qc", &sql, "-c", &vacuum])
                     .output()

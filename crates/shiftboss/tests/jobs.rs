@@ -101,6 +101,9 @@ async fn a_refused_job_is_archived_found_in_history_and_resubmitted() {
     let gone =
         wait_for(&store, "welcome-1", "archived as given up", |j| j.archived && j.state == JobState::GivenUp).await;
     assert!(gone.last_error.unwrap().contains("mailbox full"));
+    let shown = text(&cli(&db, &config, &["tasks", "show", "welcome-1"]));
+    assert!(shown.contains("(archived") && shown.contains("workflow job:mail v1: failed"), "{shown}");
+    assert!(shown.contains("task.archived"), "{shown}");
 
     let hist = cli(&db, &config, &["jobs", "history", "--handler", "mail", "--reason", "mailbox", "--since", "1h"]);
     let h = text(&hist);

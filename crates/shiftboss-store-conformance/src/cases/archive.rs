@@ -48,6 +48,12 @@ pub async fn the_archiver_leaves_live_work_and_recent_finishes_alone<F: Fixture>
     assert_eq!(report.steps, 1);
     assert!(report.events >= 4, "received, scheduled, claimed, processed, completed, archived: {report:?}");
     assert!(h.store.get_task(done).await.unwrap().is_none());
+    let old = h.store.get_archived_task(done).await.unwrap().expect("in history");
+    assert_eq!((old.task.state, old.steps.len()), (TaskState::Completed, 1));
+    assert_eq!(old.events.last().map(|e| e.kind.as_str()), Some(event_kind::TASK_ARCHIVED));
+    assert_eq!(old.events.len() as u64, report.events);
+    assert_eq!(h.store.find_archived_task_by_key("done").await.unwrap().map(|t| t.id), Some(done));
+    assert!(h.store.get_archived_task(running).await.unwrap().is_none(), "live tasks are not in history");
     for before in live_before {
         assert_eq!(h.task(before.task.id).await, before, "task {} was left as it was", before.task.key);
     }
