@@ -65,6 +65,9 @@ pub struct SchedulerConfig {
     pub heartbeat_ttl: Duration,
     /// Most replies written in one transaction.
     pub reply_batch: usize,
+    /// Reply batches written at once, each in its own transaction: while one commits (waits for
+    /// the disk), the next is being written.
+    pub reply_writers: usize,
     /// Backoff between tries of a remote call within one claim.
     pub backoff: Backoff,
     pub breaker: BreakerConfig,
@@ -86,6 +89,7 @@ impl Default for SchedulerConfig {
             limits: Vec::new(),
             heartbeat_ttl: Duration::from_secs(6),
             reply_batch: 256,
+            reply_writers: 2,
             backoff: Backoff::default(),
             breaker: BreakerConfig::default(),
             shutdown_grace: Duration::from_secs(5),
@@ -158,8 +162,8 @@ pub struct EngineConfig {
 impl EngineConfig {
     pub fn validate(&self) -> Result<(), String> {
         let s = &self.scheduler;
-        if s.concurrency == 0 || s.claim_batch == 0 || s.reply_batch == 0 {
-            return Err("scheduler concurrency, claim batch and reply batch must be at least 1".into());
+        if s.concurrency == 0 || s.claim_batch == 0 || s.reply_batch == 0 || s.reply_writers == 0 {
+            return Err("scheduler concurrency, claim batch, reply batch and reply writers must be at least 1".into());
         }
         if s.poll_interval.is_zero() {
             return Err("scheduler poll interval must be more than 0".into());

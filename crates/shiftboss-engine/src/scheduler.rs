@@ -75,7 +75,10 @@ impl Scheduler {
         let mut rate = interval_at(Instant::now() + this.config.poll_interval, this.config.poll_interval);
         rate.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let (reply_tx, reply_rx) = mpsc::channel::<Pending>(this.config.concurrency as usize);
-        let writer = tokio::spawn(this.clone().write_replies(reply_rx));
+        let reply_rx = Arc::new(tokio::sync::Mutex::new(reply_rx));
+        let writers: Vec<_> = (0..this.config.reply_writers)
+            .map(|_| tokio::spawn(this.clone().write_replies(reply_rx.clone())))
+            .collect();
         let slots = Arc::new(Semaphore::new(this.config.concurrency as usize));
         let mut running = JoinSet::new();
         let agents = this.config.agents.clone().unwrap_or_else(|| this.agents.names());
@@ -138,7 +141,9 @@ impl Scheduler {
             running.abort_all();
         }
         drop(reply_tx);
-        let _ = writer.await;
+        for w in writers {
+            let _ = w.await;
+        }
         if matches!(this.config.buckets, BucketPolicy::Share { .. })
             && let Err(e) = this.store.sign_off(&this.instance).await
         {
@@ -253,15 +258,21 @@ impl Scheduler {
     /// Drains the reply channel into batches, one transaction each. A batch that cannot be
     /// written for a passing reason is tried again, not dropped: a step done but never recorded
     /// would run again for nothing.
-    async fn write_replies(self: Arc<Self>, mut rx: mpsc::Receiver<Pending>) {
-        while let Some(first) = rx.recv().await {
-            let mut pending = vec![first];
-            while pending.len() < self.config.reply_batch {
-                match rx.try_recv() {
-                    Ok(r) => pending.push(r),
-                    Err(_) => break,
+    async fn write_replies(self: Arc<Self>, rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Pending>>>) {
+        loop {
+            // One writer takes a batch at a time; it writes while another takes the next.
+            let pending = {
+                let mut rx = rx.lock().await;
+                let Some(first) = rx.recv().await else { break };
+                let mut pending = vec![first];
+                while pending.len() < self.config.reply_batch {
+                    match rx.try_recv() {
+                        Ok(r) => pending.push(r),
+                        Err(_) => break,
+                    }
                 }
-            }
+                pending
+            };
             let batch: Vec<Reply> = pending.iter().map(|p| p.reply.clone()).collect();
             let mut tries = 0u32;
             loop {

@@ -14,6 +14,7 @@ use crate::expire::write_plan;
 use crate::lock::lock_tasks;
 use crate::rows::{count, get, parsed, retry_policy};
 use crate::tx::Tx;
+use futures_util::{StreamExt, stream};
 use serde_json::json;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::retry::RetryPolicies;
@@ -22,10 +23,13 @@ use shiftboss_core::workflow::{OnTimeout, StepKind};
 use shiftboss_core::{StepState, TaskId};
 use shiftboss_store::lapse::{self, LapsedStep};
 use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, event_kind as ev};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The longest error message kept on a step; longer ones are cut.
 const MAX_ERROR_LEN: usize = 2000;
+
+/// How many tasks' replies are in flight at once on the transaction's connection.
+const PIPELINE: usize = 32;
 
 pub async fn record_replies(
     t: &Tx<'_>,
@@ -34,19 +38,53 @@ pub async fn record_replies(
     policies: &RetryPolicies,
 ) -> Result<Vec<ReplyOutcome>, StoreError> {
     let ids: Vec<i64> = replies.iter().map(|r| r.step_id.0).collect();
-    // A step's task never changes, so this read needs no lock.
-    let rows = t.query("SELECT id, task_id FROM steps WHERE id = ANY($1)", &[&ids]).await?;
-    let task_of: HashMap<i64, TaskId> =
-        rows.iter().map(|r| Ok((get(r, 0)?, TaskId(get(r, 1)?)))).collect::<Result<_, StoreError>>()?;
-    lock_tasks(t, &task_of.values().copied().collect::<Vec<_>>()).await?;
-    let mut out = Vec::with_capacity(replies.len());
-    for r in replies {
-        out.push(match task_of.get(&r.step_id.0) {
-            Some(&task_id) => record_reply(t, actor, task_id, r, policies).await?,
-            None => ReplyOutcome::Rejected { reason: format!("step {} does not exist", r.step_id) },
-        });
+    // A step's task never changes, nor does a task's parent, so this read needs no lock.
+    let rows = t
+        .query(
+            "SELECT s.id, s.task_id, t.parent_task_id IS NOT NULL FROM steps s JOIN tasks t ON t.id = s.task_id
+             WHERE s.id = ANY($1)",
+            &[&ids],
+        )
+        .await?;
+    let mut task_of: HashMap<i64, (TaskId, bool)> = HashMap::with_capacity(rows.len());
+    for r in &rows {
+        task_of.insert(get(r, 0)?, (TaskId(get(r, 1)?), get(r, 2)?));
     }
-    Ok(out)
+    let tasks: Vec<TaskId> = task_of.values().map(|(id, _)| *id).collect();
+    lock_tasks(t, &tasks).await?;
+    // Replies of one task are recorded in order, one decide after the other. Top-level tasks are
+    // independent (a decide touches its own task and its children only), so their replies go
+    // side by side: their statements are pipelined on the connection instead of each waiting for
+    // the last one's round trip. A child task's decide can move its parent, which another reply
+    // may be deciding, so replies to child tasks go one by one after the rest.
+    let mut by_task: BTreeMap<TaskId, Vec<usize>> = BTreeMap::new();
+    let mut nested = Vec::new();
+    let mut out: Vec<Option<ReplyOutcome>> = vec![None; replies.len()];
+    for (i, r) in replies.iter().enumerate() {
+        match task_of.get(&r.step_id.0) {
+            Some((task, false)) => by_task.entry(*task).or_default().push(i),
+            Some((task, true)) => nested.push((i, *task)),
+            None => out[i] = Some(ReplyOutcome::Rejected { reason: format!("step {} does not exist", r.step_id) }),
+        }
+    }
+    let groups = by_task.into_iter().map(|(task_id, indexes)| async move {
+        let mut done = Vec::with_capacity(indexes.len());
+        for i in indexes {
+            done.push((i, record_reply(t, actor, task_id, &replies[i], policies).await?));
+        }
+        Ok::<_, StoreError>(done)
+    });
+    let mut running = stream::iter(groups).buffer_unordered(PIPELINE);
+    while let Some(done) = running.next().await {
+        for (i, outcome) in done? {
+            out[i] = Some(outcome);
+        }
+    }
+    drop(running);
+    for (i, task_id) in nested {
+        out[i] = Some(record_reply(t, actor, task_id, &replies[i], policies).await?);
+    }
+    Ok(out.into_iter().map(|o| o.expect("every reply has an outcome")).collect())
 }
 
 async fn record_reply(
