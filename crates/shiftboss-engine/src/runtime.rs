@@ -70,6 +70,7 @@ pub async fn run_step(
                 continue;
             }
         };
+        shiftboss_store::fault::reached(shiftboss_store::fault::FaultPoint::BeforeCall);
         let result = until_deadline(&call, agent.call(&call)).await;
         let deadline = call.progress.deadline();
         match result {

@@ -255,6 +255,7 @@ impl Scheduler {
                 }
             }
             let batch: Vec<Reply> = pending.iter().map(|p| p.reply.clone()).collect();
+            shiftboss_store::fault::reached(shiftboss_store::fault::FaultPoint::AfterCall);
             let mut tries = 0u32;
             loop {
                 let p = RecordReplies { instance: self.instance.clone(), replies: batch.clone() };
