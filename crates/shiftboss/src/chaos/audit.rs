@@ -43,7 +43,10 @@ pub struct Audit {
 impl Audit {
     #[cfg(test)]
     pub fn violations(&self) -> u64 {
-        self.failure_count_mismatches + self.expiries_counted_twice + self.late_completions_applied + self.pending_and_error
+        self.failure_count_mismatches
+            + self.expiries_counted_twice
+            + self.late_completions_applied
+            + self.pending_and_error
     }
 
     fn finding(&mut self, task: &TaskDetail, step: &str, what: String) {

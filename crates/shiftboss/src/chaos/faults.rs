@@ -111,7 +111,8 @@ impl Postgres {
     /// Restarts the server and waits until it answers again.
     pub fn restart(&self) -> anyhow::Result<Duration> {
         let started = std::time::Instant::now();
-        let status = Command::new("sh").args(["-c", &self.restart_command]).status().context("restarting PostgreSQL")?;
+        let status =
+            Command::new("sh").args(["-c", &self.restart_command]).status().context("restarting PostgreSQL")?;
         if !status.success() {
             bail!("`{}` failed ({status})", self.restart_command);
         }

@@ -74,12 +74,18 @@ impl Report {
         let a = &self.audit;
         check(a.late_completions_applied == 0, format!("{} late completions applied", a.late_completions_applied));
         check(a.expiries_counted_twice == 0, format!("{} expiries counted twice", a.expiries_counted_twice));
-        check(a.pending_and_error == 0, format!("{} steps both returned to Pending and put in Error", a.pending_and_error));
+        check(
+            a.pending_and_error == 0,
+            format!("{} steps both returned to Pending and put in Error", a.pending_and_error),
+        );
         check(
             a.failure_count_mismatches == 0,
             format!("{} steps whose FailureCount differs from their lease expiries", a.failure_count_mismatches),
         );
-        check(self.injected.unexpected_deaths.is_empty(), format!("unexpected deaths: {:?}", self.injected.unexpected_deaths));
+        check(
+            self.injected.unexpected_deaths.is_empty(),
+            format!("unexpected deaths: {:?}", self.injected.unexpected_deaths),
+        );
         check(self.integrity.as_deref().is_none_or(|i| i == "ok"), format!("integrity_check: {:?}", self.integrity));
         check(self.unclean_stops.is_empty(), format!("workers that did not stop cleanly: {:?}", self.unclean_stops));
         f
@@ -90,8 +96,14 @@ impl Report {
         let a = &self.audit;
         let points: Vec<String> = i.deaths_at.iter().map(|(p, n)| format!("{p} {n}")).collect();
         let states: Vec<String> = self.by_state.iter().map(|(s, n)| format!("{s} {n}")).collect();
-        println!("shiftboss chaos: summary (seed {}, {} worker process(es) on {})", self.seed, self.workers, self.store);
-        println!("  tasks                 {} submitted, {} acknowledged, {} in the store", self.submitted, self.acknowledged, self.in_store);
+        println!(
+            "shiftboss chaos: summary (seed {}, {} worker process(es) on {})",
+            self.seed, self.workers, self.store
+        );
+        println!(
+            "  tasks                 {} submitted, {} acknowledged, {} in the store",
+            self.submitted, self.acknowledged, self.in_store
+        );
         println!("  terminal              {} of {} ({})", self.terminal, self.acknowledged, states.join(", "));
         println!("  lost                  {}", self.lost);
         println!(
@@ -106,11 +118,17 @@ impl Report {
             "  PostgreSQL            {} restarts, {} rounds of pg_terminate_backend ({} connections)",
             i.postgres_restarts, i.connection_terminations, i.connections_terminated
         );
-        println!("  restarts survived     {} worker restarts; {} submissions retried", i.worker_restarts, i.submit_retries);
+        println!(
+            "  restarts survived     {} worker restarts; {} submissions retried",
+            i.worker_restarts, i.submit_retries
+        );
         if let Some(t) = self.leader_term {
             println!("  leader term           {t} at the end (the lease changed hands {} times)", t.saturating_sub(1));
         }
-        println!("  effects applied twice {} (repeated requests dropped by idempotency key: {})", self.applied_twice, self.duplicates_dropped);
+        println!(
+            "  effects applied twice {} (repeated requests dropped by idempotency key: {})",
+            self.applied_twice, self.duplicates_dropped
+        );
         println!("  late completions      applied {}, refused {}", a.late_completions_applied, a.late_replies_refused);
         println!(
             "  lease expiries        {} expired + {} released = {}; sum of FailureCount {} ({} steps differ)",
@@ -120,13 +138,20 @@ impl Report {
             a.failure_counts,
             a.failure_count_mismatches
         );
-        println!("  expiries twice        {}; steps both re-queued and put in Error: {}", a.expiries_counted_twice, a.pending_and_error);
+        println!(
+            "  expiries twice        {}; steps both re-queued and put in Error: {}",
+            a.expiries_counted_twice, a.pending_and_error
+        );
         println!("  longest overdue       {} ms in Processing past complete-by", a.longest_overdue_ms.max(0));
         println!("  steps                 {} agent steps, {} claims", a.steps, a.claims);
         if let Some(ok) = &self.integrity {
             println!("  integrity_check       {ok}");
         }
-        println!("  elapsed               {:.1} s ({:.1} s with faults)", self.elapsed.as_secs_f64(), self.faults_for.as_secs_f64());
+        println!(
+            "  elapsed               {:.1} s ({:.1} s with faults)",
+            self.elapsed.as_secs_f64(),
+            self.faults_for.as_secs_f64()
+        );
         for e in &a.examples {
             println!("  finding: {e}");
         }

@@ -35,7 +35,10 @@ fn setup(db_flag: Option<&str>, workdir: &Path, args: &ChaosArgs, seed: u64) -> 
     match target {
         DbTarget::Sqlite(path) => {
             if path.exists() {
-                bail!("{} exists: chaos needs a new store (it checks that every task it submitted is there)", path.display());
+                bail!(
+                    "{} exists: chaos needs a new store (it checks that every task it submitted is there)",
+                    path.display()
+                );
             }
             let worker_db = DbTarget::Sqlite(path.clone()).raw();
             Ok(Setup { target: DbTarget::Sqlite(path), worker_db, pg: None, created_schema: false })
@@ -192,7 +195,10 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
         }
         std::fs::remove_dir_all(&workdir).with_context(|| format!("removing {}", workdir.display()))?;
     } else {
-        eprintln!("shiftboss chaos: kept the work directory {} (workers' logs, ledger) and the store", workdir.display());
+        eprintln!(
+            "shiftboss chaos: kept the work directory {} (workers' logs, ledger) and the store",
+            workdir.display()
+        );
     }
     Ok(passed)
 }
@@ -282,7 +288,9 @@ async fn drive(d: &mut Driving<'_>) -> anyhow::Result<Duration> {
         tend(d, faults_stopped.is_none())?;
         if faults_stopped.is_none() && now >= next_fault {
             let mut fault = d.menu.pick(d.rng);
-            if fault == Fault::RestartPostgres && last_restart_of_postgres.is_some_and(|t| t.elapsed() < Duration::from_secs(20)) {
+            if fault == Fault::RestartPostgres
+                && last_restart_of_postgres.is_some_and(|t| t.elapsed() < Duration::from_secs(20))
+            {
                 fault = Fault::Kill;
             }
             if fault == Fault::RestartPostgres {
@@ -360,7 +368,8 @@ async fn inject(d: &mut Driving<'_>, fault: Fault) -> anyhow::Result<()> {
         Fault::KillLeader => {
             let pg = d.pg.clone().context("a leader kill needs PostgreSQL")?;
             let leader = tokio::task::spawn_blocking(move || pg.leader()).await?.ok().flatten();
-            let holder = leader.and_then(|(h, _)| d.workers.iter().position(|w| w.instance == h && w.life == Life::Running));
+            let holder =
+                leader.and_then(|(h, _)| d.workers.iter().position(|w| w.instance == h && w.life == Life::Running));
             if let Some(i) = holder.or(any_running) {
                 d.workers[i].kill(restart_at);
                 d.injected.kills += 1;

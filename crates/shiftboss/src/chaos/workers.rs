@@ -18,9 +18,13 @@ use std::time::Instant;
 pub enum Life {
     Running,
     /// Stopped with SIGSTOP until this instant.
-    Paused { until: Instant },
+    Paused {
+        until: Instant,
+    },
     /// Dead (killed, or died at an injected point) until this instant, then restarted.
-    Dead { restart_at: Instant },
+    Dead {
+        restart_at: Instant,
+    },
 }
 
 /// How a worker died, as the harness saw it.
