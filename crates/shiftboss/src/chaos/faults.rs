@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 /// One fault to inject now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Fault {
     /// SIGKILL a running worker at a random moment.
     Kill,
