@@ -18,6 +18,8 @@ pub struct Injected {
     pub connections_terminated: u64,
     pub postgres_restarts: u64,
     pub worker_restarts: u64,
+    /// Workers that exited with an error right after starting (the store unreachable).
+    pub start_failures: u64,
     /// Submissions that failed and were tried again (the store was away).
     pub submit_retries: u64,
 }
@@ -119,8 +121,8 @@ impl Report {
             i.postgres_restarts, i.connection_terminations, i.connections_terminated
         );
         println!(
-            "  restarts survived     {} worker restarts; {} submissions retried",
-            i.worker_restarts, i.submit_retries
+            "  restarts survived     {} worker restarts ({} could not start: store unreachable); {} submissions retried",
+            i.worker_restarts, i.start_failures, i.submit_retries
         );
         if let Some(t) = self.leader_term {
             println!("  leader term           {t} at the end (the lease changed hands {} times)", t.saturating_sub(1));

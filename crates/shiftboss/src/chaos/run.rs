@@ -336,6 +336,7 @@ fn tend(d: &mut Driving<'_>, faults_on: bool) -> anyhow::Result<()> {
                 let restart_at = now + Duration::from_millis(d.rng.u64(200..2000));
                 match w.poll_death(restart_at) {
                     Some(Death::AtPoint(p)) => d.injected.died_at(p),
+                    Some(Death::StartFailed) => d.injected.start_failures += 1,
                     Some(other) => d.injected.unexpected_deaths.push(format!("{}: {other:?}", w.instance)),
                     None => {}
                 }

@@ -11,7 +11,7 @@ use std::fs::OpenOptions;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What a worker process is doing now, as far as the harness knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +32,9 @@ pub enum Life {
 pub enum Death {
     /// The worker killed itself at the injected point it was armed with.
     AtPoint(FaultPoint),
+    /// It exited with an error soon after it started: it could not open the store (PostgreSQL
+    /// restarting). A real deployment's supervisor restarts it (P8); so does the harness.
+    StartFailed,
     /// Anything else: an exit of its own (a crash, a panic). Counted as a failed check.
     Unexpected(i32),
 }
@@ -54,11 +57,19 @@ pub struct Worker {
     /// The injected point this incarnation was armed with, if any.
     armed: Option<FaultPoint>,
     pub starts: u32,
+    started_at: Instant,
 }
 
 impl Worker {
     pub fn new(instance: String) -> Worker {
-        Worker { instance, child: None, life: Life::Dead { restart_at: Instant::now() }, armed: None, starts: 0 }
+        Worker {
+            instance,
+            child: None,
+            life: Life::Dead { restart_at: Instant::now() },
+            armed: None,
+            starts: 0,
+            started_at: Instant::now(),
+        }
     }
 
     pub fn pid(&self) -> Option<u32> {
@@ -94,6 +105,7 @@ impl Worker {
         self.armed = fault.map(|(p, _)| p);
         self.life = Life::Running;
         self.starts += 1;
+        self.started_at = Instant::now();
         Ok(())
     }
 
@@ -139,6 +151,10 @@ impl Worker {
         match (status.signal(), self.armed) {
             (Some(libc::SIGKILL), Some(point)) => Death::AtPoint(point),
             (Some(sig), _) => Death::Unexpected(128 + sig),
+            // `shiftboss` exits 2 after printing an error; a panic exits 101.
+            (None, _) if status.code() == Some(2) && self.started_at.elapsed() < Duration::from_secs(15) => {
+                Death::StartFailed
+            }
             (None, _) => Death::Unexpected(status.code().unwrap_or(-1)),
         }
     }
