@@ -7,9 +7,12 @@
 //! the store's event log and the services' ledger and checks (see `audit.rs`, `report.rs`).
 
 mod audit;
+mod drive;
 mod faults;
 mod report;
 mod run;
+mod setup;
+mod submit;
 mod workers;
 
 use clap::Args;
