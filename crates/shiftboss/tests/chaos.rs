@@ -54,7 +54,7 @@ async fn chaos_on_postgresql_passes_with_three_workers_and_forced_leader_changes
     let Some(url) = common::test_db() else { return };
     let dir = tempfile::tempdir().unwrap();
     let t = tokio::task::spawn_blocking(move || {
-        chaos(Some(&url), dir.path(), &["--tasks", "1500", "--fault-every", "700ms", "--duration", "90s"])
+        chaos(Some(&url), dir.path(), &["--tasks", "1000", "--fault-every", "600ms", "--duration", "90s"])
     })
     .await
     .unwrap();
