@@ -4,9 +4,9 @@
 use super::ChaosArgs;
 use super::faults::{Fault, Menu, Postgres};
 use super::report::Injected;
+use super::submit::Submissions;
 use super::workers::{Death, Life, Recipe, Worker};
 use anyhow::Context;
-use shiftboss_core::TaskId;
 use shiftboss_store::Store;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +19,7 @@ pub struct Driving<'a> {
     pub rng: &'a mut fastrand::Rng,
     pub pg: Option<Arc<Postgres>>,
     pub store: &'a dyn Store,
-    pub submitting: &'a tokio::task::JoinHandle<anyhow::Result<(Vec<TaskId>, u64)>>,
+    pub submitting: &'a tokio::task::JoinHandle<anyhow::Result<Submissions>>,
     pub injected: &'a mut Injected,
     pub args: &'a ChaosArgs,
     pub started: Instant,

@@ -9,6 +9,7 @@
 mod audit;
 mod drive;
 mod faults;
+mod process_submit;
 mod report;
 mod run;
 mod setup;

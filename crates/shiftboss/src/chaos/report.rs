@@ -1,6 +1,7 @@
 //! The figures a chaos run prints, and which of them fail it.
 
 use super::audit::Audit;
+use super::process_submit::ProcessFigures;
 use shiftboss_store::fault::FaultPoint;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -22,6 +23,8 @@ pub struct Injected {
     pub start_failures: u64,
     /// Submissions that failed and were tried again (the store was away).
     pub submit_retries: u64,
+    /// The submitting processes killed mid-submit, and what became of their submissions.
+    pub by_process: ProcessFigures,
 }
 
 impl Injected {
@@ -123,6 +126,11 @@ impl Report {
         println!(
             "  restarts survived     {} worker restarts ({} could not start: store unreachable); {} submissions retried",
             i.worker_restarts, i.start_failures, i.submit_retries
+        );
+        let p = &i.by_process;
+        println!(
+            "  killed submitters     {} of the submitting processes killed mid-submit ({} had committed); {} acknowledged by a process",
+            p.killed, p.committed_before_kill, p.acknowledged
         );
         if let Some(t) = self.leader_term {
             println!("  leader term           {t} at the end (the lease changed hands {} times)", t.saturating_sub(1));

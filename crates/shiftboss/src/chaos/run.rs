@@ -4,6 +4,7 @@ use super::ChaosArgs;
 use super::audit::Audit;
 use super::drive::{Driving, drive};
 use super::faults::Menu;
+use super::process_submit::ProcessSubmitter;
 use super::report::{Injected, Report};
 use super::setup::setup;
 use super::submit::submit_all;
@@ -69,7 +70,8 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
     let started = Instant::now();
     let deadline = started + args.timeout;
     let submitters = if s.pg.is_some() { 4 } else { 1 };
-    let submitting = tokio::spawn(submit_all(store.clone(), args.tasks, submitters, def.version, deadline));
+    let submitter = ProcessSubmitter { exe: recipe.exe.clone(), db: s.worker_db.clone(), seed };
+    let submitting = tokio::spawn(submit_all(store.clone(), args.tasks, submitters, def.version, deadline, submitter));
     let mut injected = Injected::default();
     let faults_for = drive(&mut Driving {
         workers: &mut workers,
@@ -93,8 +95,10 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
             Err(d) => unclean_stops.push(format!("{}: {d:?}", w.instance)),
         }
     }
-    let (acks, retries) = submitting.await.context("the submitter stopped")??;
-    injected.submit_retries = retries;
+    let submissions = submitting.await.context("the submitter stopped")??;
+    injected.submit_retries = submissions.retries;
+    injected.by_process = submissions.by_process;
+    let acks = submissions.acks;
 
     let details = read_all(store.clone(), &acks).await?;
     let mut audit = Audit::default();

@@ -1,5 +1,7 @@
-//! The application's side of a chaos run: submitting every order until the store acknowledges it.
+//! The application's side of a chaos run: submitting every order until the store acknowledges it,
+//! most from this process, every tenth by a process of its own that may be killed mid-submit.
 
+use super::process_submit::{self, ProcessFigures, ProcessSubmitter};
 use crate::demo::workflow;
 use anyhow::Context;
 use shiftboss_core::TaskId;
@@ -7,22 +9,40 @@ use shiftboss_store::{Store, SubmitTask};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Submits orders 1..=n from `lanes` concurrent submitters, each order tried again until the
-/// store acknowledges it (a submission is idempotent by key). Returns the acknowledged tasks and
-/// how many tries failed.
+/// What the submissions came to.
+pub struct Submissions {
+    pub acks: Vec<TaskId>,
+    /// Failed tries of this process's submitters, repeated.
+    pub retries: u64,
+    pub by_process: ProcessFigures,
+}
+
+/// Submits orders 1..=n from `lanes` concurrent submitters in this process and one lane of
+/// submitting processes, each order tried again until the store acknowledges it (a submission is
+/// idempotent by key).
 pub async fn submit_all(
     store: Arc<dyn Store>,
     n: u32,
     lanes: u32,
     version: u32,
     deadline: Instant,
-) -> anyhow::Result<(Vec<TaskId>, u64)> {
+    processes: ProcessSubmitter,
+) -> anyhow::Result<Submissions> {
+    let orders: Vec<(String, String)> = (1..=n)
+        .filter(|k| process_submit::by_process(*k))
+        .map(|k| {
+            let (key, input) = workflow::order_input(k);
+            (key, input.to_string())
+        })
+        .collect();
+    let by_processes =
+        tokio::task::spawn_blocking(move || process_submit::submit(&processes, &orders, version, deadline));
     let mut lanes_running = tokio::task::JoinSet::new();
     for lane in 0..lanes {
         let store = store.clone();
         lanes_running.spawn(async move {
             let (mut acks, mut retries) = (Vec::new(), 0u64);
-            for k in (1..=n).filter(|k| k % lanes == lane) {
+            for k in (1..=n).filter(|k| k % lanes == lane && !process_submit::by_process(*k)) {
                 let (key, input) = workflow::order_input(k);
                 loop {
                     let task = SubmitTask {
@@ -56,5 +76,7 @@ pub async fn submit_all(
         acks.extend(a);
         retries += r;
     }
-    Ok((acks, retries))
+    let (by_process_acks, by_process) = by_processes.await.context("the submitting processes' lane failed")??;
+    acks.extend(by_process_acks);
+    Ok(Submissions { acks, retries, by_process })
 }
