@@ -11,6 +11,7 @@
 //! - [`workflow`]: workflow definitions and their validation.
 //! - [`expr`]: the small, safe expression language of definitions (`${charge.output.id}`).
 //! - [`decider`]: from a definition and a task's steps, what to do next.
+//! - [`jobs`]: retry jobs: one handler call retried on a schedule, as a one-step task (M1-M8).
 //! - [`model`]: the records a state store hands out (tasks, steps, events).
 //!
 //! Architecture invariant: this crate does no I/O and needs no async runtime; time and randomness
@@ -22,6 +23,7 @@ pub mod buckets;
 pub mod decider;
 pub mod expr;
 pub mod ids;
+pub mod jobs;
 pub mod model;
 pub mod retry;
 pub mod state;

@@ -46,6 +46,9 @@ pub enum StepEvent {
     /// The lease lapsed (the supervisor found complete-by passed) or its holder restarted;
     /// `give_up` is true when the failure count reached the retry policy's threshold.
     Expire { give_up: bool },
+    /// The agent replied that this attempt failed (a retry job's handler failure, M5); `give_up`
+    /// is true when the retry policy has no try left.
+    Fail { give_up: bool },
     /// An operator sends a failed step back to run again.
     Resubmit,
     /// The step's task is cancelled.
@@ -74,6 +77,8 @@ impl StepState {
             (S::Processing, E::PermanentError) => S::Error,
             (S::Processing, E::Expire { give_up: false }) => S::Pending,
             (S::Processing, E::Expire { give_up: true }) => S::Error,
+            (S::Processing, E::Fail { give_up: false }) => S::Pending,
+            (S::Processing, E::Fail { give_up: true }) => S::Error,
             (S::Error, E::Resubmit) => S::Pending,
             (S::Pending | S::Processing, E::Cancel) => S::Cancelled,
             (from, event) => return Err(InvalidTransition { from, event }),
@@ -194,6 +199,8 @@ mod tests {
             Just(E::PermanentError),
             Just(E::Expire { give_up: false }),
             Just(E::Expire { give_up: true }),
+            Just(E::Fail { give_up: false }),
+            Just(E::Fail { give_up: true }),
             Just(E::Resubmit),
             Just(E::Cancel),
         ]

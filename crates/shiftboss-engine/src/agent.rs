@@ -1,5 +1,6 @@
 //! Agents (P3, P4): the code that calls one remote service on behalf of a step.
 
+use crate::exception::ExceptionStrategy;
 use async_trait::async_trait;
 use shiftboss_core::workflow::StepDef;
 use shiftboss_core::{StepId, TaskId, Timestamp};
@@ -39,6 +40,10 @@ pub enum AgentError {
     /// A fault that will not pass (a rejected card, a 400): the step goes to Error at once (P16).
     #[error("permanent: {0}")]
     Permanent(String),
+    /// This attempt failed (a retry job's handler failure, M5): no retry within the call; the
+    /// step's retry policy sets the next try (count + 1, this reason kept) or gives up.
+    #[error("failed: {0}")]
+    Failure(String),
 }
 
 #[async_trait]
@@ -59,15 +64,25 @@ pub trait Agent: Send + Sync + 'static {
     }
 }
 
-/// The agents an engine can run, by name.
+/// The agents an engine can run, by name, with their exception strategies.
 #[derive(Clone, Default)]
 pub struct AgentRegistry {
     agents: BTreeMap<String, Arc<dyn Agent>>,
+    strategies: BTreeMap<String, Arc<dyn ExceptionStrategy>>,
 }
 
 impl AgentRegistry {
     pub fn insert(&mut self, name: impl Into<String>, agent: Arc<dyn Agent>) {
         self.agents.insert(name.into(), agent);
+    }
+
+    pub fn set_strategy(&mut self, name: impl Into<String>, strategy: Arc<dyn ExceptionStrategy>) {
+        self.strategies.insert(name.into(), strategy);
+    }
+
+    /// The exception strategy of an agent type, if it has one.
+    pub fn strategy(&self, name: &str) -> Option<&Arc<dyn ExceptionStrategy>> {
+        self.strategies.get(name)
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Agent>> {

@@ -105,6 +105,34 @@ pub struct SupervisorConfig {
     pub reconcile_interval: Duration,
     /// A live task with nothing live that has not changed for this long is decided again.
     pub stale_after: Duration,
+    pub archive: ArchiveConfig,
+}
+
+/// The archiver (run by the supervisor's leader): finished tasks, retry jobs among them, leave the
+/// hot tables for history, so that claims and sweeps stay fast however long the system runs.
+#[derive(Debug, Clone)]
+pub struct ArchiveConfig {
+    pub enabled: bool,
+    /// How often it looks.
+    pub interval: Duration,
+    /// A task finished at least this long ago moves to history (its retention in the hot tables).
+    pub after: Duration,
+    /// History older than this is deleted; kept for ever when none.
+    pub keep: Option<Duration>,
+    /// Top-level tasks per transaction.
+    pub batch: u32,
+}
+
+impl Default for ArchiveConfig {
+    fn default() -> Self {
+        ArchiveConfig {
+            enabled: true,
+            interval: Duration::from_secs(10),
+            after: Duration::from_secs(3600),
+            keep: None,
+            batch: 1000,
+        }
+    }
 }
 
 impl Default for SupervisorConfig {
@@ -115,6 +143,7 @@ impl Default for SupervisorConfig {
             leader_ttl: Duration::from_secs(15),
             reconcile_interval: Duration::from_secs(1),
             stale_after: Duration::from_secs(60),
+            archive: ArchiveConfig::default(),
         }
     }
 }
@@ -149,6 +178,9 @@ impl EngineConfig {
         let v = &self.supervisor;
         if v.interval.is_zero() || v.batch == 0 {
             return Err("supervisor interval and batch must be more than 0".into());
+        }
+        if v.archive.interval.is_zero() || v.archive.batch == 0 {
+            return Err("archive interval and batch must be more than 0".into());
         }
         if v.leader_ttl < v.interval * 2 {
             return Err("the leader lease must live at least two supervisor intervals".into());

@@ -13,6 +13,8 @@
 
 use crate::agent::{Agent, AgentRegistry};
 use crate::config::EngineConfig;
+use crate::exception::ExceptionStrategy;
+use crate::jobs::{ClientConfig, JobClient};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::runtime::Breakers;
 use crate::scheduler::Scheduler;
@@ -44,9 +46,22 @@ pub struct EngineBuilder {
     agents: AgentRegistry,
     policies: RetryPolicies,
     config: EngineConfig,
+    client: ClientConfig,
 }
 
 impl EngineBuilder {
+    /// What an agent's (a job handler's) errors and panics count as (M5).
+    pub fn exception_strategy(mut self, agent: impl Into<String>, strategy: impl ExceptionStrategy) -> Self {
+        self.agents.set_strategy(agent, Arc::new(strategy));
+        self
+    }
+
+    /// The client side of retry jobs: the balance strategy and handler defaults of [`Engine::jobs`].
+    pub fn client(mut self, client: ClientConfig) -> Self {
+        self.client = client;
+        self
+    }
+
     pub fn agent(mut self, name: impl Into<String>, agent: impl Agent) -> Self {
         self.agents.insert(name, Arc::new(agent));
         self
@@ -84,8 +99,11 @@ impl EngineBuilder {
         for (who, p) in policies {
             p.validate().map_err(|e| EngineError::Config(format!("retry policy of {who}: {e}")))?;
         }
+        let wake: Arc<Notify> = Arc::default();
+        let jobs = JobClient::new(self.store.clone(), self.client, self.instance.as_str())?.waking(wake.clone());
         Ok(Engine {
             inner: Arc::new(Inner {
+                jobs,
                 store: self.store,
                 instance: self.instance,
                 agents: self.agents,
@@ -93,7 +111,7 @@ impl EngineBuilder {
                 breakers: Arc::new(Breakers::new(self.config.scheduler.breaker)),
                 config: self.config,
                 metrics: Arc::default(),
-                wake: Arc::default(),
+                wake,
             }),
         })
     }
@@ -106,6 +124,7 @@ pub struct Engine {
 
 struct Inner {
     store: Arc<dyn Store>,
+    jobs: JobClient,
     instance: InstanceId,
     agents: AgentRegistry,
     policies: Arc<RetryPolicies>,
@@ -123,7 +142,13 @@ impl Engine {
             agents: AgentRegistry::default(),
             policies: RetryPolicies::default(),
             config: EngineConfig::default(),
+            client: ClientConfig::default(),
         }
+    }
+
+    /// Enqueues retry jobs (M1) and wakes this process's scheduler for those due now.
+    pub fn jobs(&self) -> &JobClient {
+        &self.inner.jobs
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {

@@ -24,7 +24,10 @@ use std::time::Duration;
 struct RequestConfig {
     #[serde(default = "post")]
     method: String,
-    url: String,
+    /// Optional for an agent of one service: a job's step, which has no config, posts to the
+    /// service's base URL.
+    #[serde(default)]
+    url: Option<String>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
     #[serde(default)]
@@ -40,13 +43,16 @@ impl RequestConfig {
         let c: RequestConfig = serde_json::from_value(config.clone()).map_err(|e| format!("http agent config: {e}"))?;
         let method = Method::from_bytes(c.method.to_ascii_uppercase().as_bytes())
             .map_err(|_| format!("http agent config: invalid method {:?}", c.method))?;
-        let url = match base {
-            Some(base) if c.url.starts_with('/') => base.join(&c.url),
-            _ => Url::parse(&c.url),
+        let url = match (base, c.url.as_deref()) {
+            (Some(base), None) => Ok(base.clone()),
+            (None, None) => return Err("http agent config: url is required".into()),
+            (Some(base), Some(u)) if u.starts_with('/') => base.join(u),
+            (_, Some(u)) => Url::parse(u),
         };
-        let url = url.map_err(|e| format!("http agent config: invalid url {:?}: {e}", c.url))?;
+        let shown = c.url.as_deref().unwrap_or("");
+        let url = url.map_err(|e| format!("http agent config: invalid url {shown:?}: {e}"))?;
         if url.scheme() != "http" {
-            return Err(format!("http agent config: url {:?}: only http:// is supported by this build", c.url));
+            return Err(format!("http agent config: url {shown:?}: only http:// is supported by this build"));
         }
         for (k, v) in &c.headers {
             reqwest::header::HeaderName::from_bytes(k.as_bytes())

@@ -4,6 +4,8 @@
 //! Layout:
 //! - [`agent`]: the `Agent` trait that wraps one remote service, and the registry of agents.
 //! - [`http_agent`]: the built-in agent that calls an HTTP service.
+//! - [`exception`]: exception strategies: what a handler's error or panic counts as (M5).
+//! - [`jobs`]: the client side of retry jobs: enqueue with options and a balance strategy (M1, M3).
 //! - [`runtime`]: runs one claimed step: in-call retries with backoff, the circuit breaker, and
 //!   dropping the call at complete-by (P4, P5).
 //! - [`scheduler`]: claims due steps, hands them to the runtime, writes replies in batches.
@@ -18,7 +20,9 @@ pub mod agent;
 pub mod config;
 pub mod elector;
 pub mod engine;
+pub mod exception;
 pub mod http_agent;
+pub mod jobs;
 pub mod metrics;
 pub mod progress;
 pub mod runtime;
@@ -26,6 +30,8 @@ pub mod scheduler;
 pub mod supervisor;
 
 pub use agent::{Agent, AgentCall, AgentError};
-pub use config::{BucketPolicy, EngineConfig, PollMode, Roles, SchedulerConfig, SupervisorConfig};
+pub use config::{ArchiveConfig, BucketPolicy, EngineConfig, PollMode, Roles, SchedulerConfig, SupervisorConfig};
 pub use engine::{Engine, EngineBuilder, EngineError, RunningEngine};
+pub use exception::{Exception, ExceptionStrategy, Verdict};
 pub use http_agent::HttpAgent;
+pub use jobs::{ClientConfig, HandlerDefaults, JobClient, JobOptions};

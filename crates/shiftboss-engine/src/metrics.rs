@@ -17,6 +17,10 @@ pub struct Metrics {
     pub breaker_waits: AtomicU64,
     pub expired: AtomicU64,
     pub gave_up: AtomicU64,
+    /// Attempts that ended in a failure with a reason (retry jobs, M5): retried on schedule.
+    pub failed: AtomicU64,
+    /// Agent calls that panicked.
+    pub panics: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -30,6 +34,8 @@ pub struct MetricsSnapshot {
     pub breaker_waits: u64,
     pub expired: u64,
     pub gave_up: u64,
+    pub failed: u64,
+    pub panics: u64,
 }
 
 impl Metrics {
@@ -49,6 +55,8 @@ impl Metrics {
             breaker_waits: g(&self.breaker_waits),
             expired: g(&self.expired),
             gave_up: g(&self.gave_up),
+            failed: g(&self.failed),
+            panics: g(&self.panics),
         }
     }
 }

@@ -2,12 +2,15 @@
 //! complete-by allows, respect the service's circuit breaker, and stop without a word at complete-by.
 
 use crate::agent::{Agent, AgentCall, AgentError};
+use crate::exception::{Exception, ExceptionStrategy, Verdict, panic_message};
 use crate::metrics::Metrics;
+use futures_util::FutureExt;
 use shiftboss_core::Timestamp;
 use shiftboss_core::backoff::Backoff;
 use shiftboss_core::breaker::{Admission, BreakerConfig, CircuitBreaker};
 use shiftboss_store::ReplyResult;
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Mutex, OnceLock};
 use tokio::time::{Instant, sleep_until};
 
@@ -47,6 +50,7 @@ fn mono_to_instant(t: Timestamp) -> Instant {
 /// deadline came first: nothing is reported, and the supervisor will see the lease lapse (P5).
 pub async fn run_step(
     agent: &dyn Agent,
+    strategy: Option<&dyn ExceptionStrategy>,
     mut call: AgentCall,
     service: &str,
     breakers: &Breakers,
@@ -71,7 +75,28 @@ pub async fn run_step(
             }
         };
         shiftboss_store::fault::reached(shiftboss_store::fault::FaultPoint::BeforeCall);
-        let result = until_deadline(&call, agent.call(&call)).await;
+        // A panicking agent is an exception like an error: its strategy (or the default, a failed
+        // attempt) decides, instead of the claim lapsing silently.
+        let result = match until_deadline(&call, AssertUnwindSafe(agent.call(&call)).catch_unwind()).await {
+            Some(Err(payload)) => {
+                let message = panic_message(payload.as_ref());
+                tracing::warn!(step = %call.step_id, %message, "the agent panicked");
+                Metrics::add(&metrics.panics, 1);
+                return Some(match strategy.map(|s| s.judge(Exception::Panic(&message))) {
+                    Some(v) if v != Verdict::AsIs => verdict_result(v),
+                    _ => ReplyResult::Failed(format!("panic: {message}")),
+                });
+            }
+            Some(Ok(r)) => Some(r),
+            None => None,
+        };
+        let result = match (result, strategy) {
+            (Some(Err(e)), Some(s)) if !matches!(e, AgentError::Failure(_)) => match s.judge(Exception::Error(&e)) {
+                Verdict::AsIs => Some(Err(e)),
+                v => return Some(verdict_result(v)),
+            },
+            (r, _) => r,
+        };
         let deadline = call.progress.deadline();
         match result {
             None => {
@@ -90,6 +115,11 @@ pub async fn run_step(
                 breakers.with(service, CircuitBreaker::on_success);
                 return Some(ReplyResult::PermanentError(e));
             }
+            Some(Err(AgentError::Failure(reason))) => {
+                // The service answered: the failure is the handler's verdict, not an outage.
+                breakers.with(service, CircuitBreaker::on_success);
+                return Some(ReplyResult::Failed(reason));
+            }
             Some(Err(AgentError::Transient(e))) => {
                 breakers.with(service, |b| b.on_failure(mono_now()));
                 tracing::debug!(step = %call.step_id, try_number = call.try_number, error = %e, "transient fault");
@@ -99,6 +129,16 @@ pub async fn run_step(
                 sleep_until((Instant::now() + wait).min(deadline)).await;
             }
         }
+    }
+}
+
+fn verdict_result(v: Verdict) -> ReplyResult {
+    match v {
+        Verdict::Succeeded(output) => ReplyResult::Completed(output),
+        Verdict::Failed(reason) => ReplyResult::Failed(reason),
+        Verdict::GaveUp(reason) => ReplyResult::PermanentError(reason),
+        // Callers handle `AsIs` themselves; should one slip through, a person looks at it.
+        Verdict::AsIs => ReplyResult::PermanentError("an exception the strategy left as is".into()),
     }
 }
 
@@ -183,7 +223,7 @@ mod tests {
     async fn a_deadline_moved_on_by_progress_lets_a_long_call_finish() {
         let m = Metrics::default();
         let mut c = call(Duration::from_secs(2));
-        let out = run_step(&Slow, c.clone(), "svc", &breakers(100), Backoff::default(), &m).await;
+        let out = run_step(&Slow, None, c.clone(), "svc", &breakers(100), Backoff::default(), &m).await;
         assert!(out.is_none(), "without progress the call is dropped at 2 s");
         let (progress, mover) = crate::progress::Progress::manual(Instant::now() + Duration::from_secs(2));
         c.progress = progress;
@@ -191,7 +231,7 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(1)).await;
             mover.send_replace(Instant::now() + Duration::from_secs(4));
         });
-        let out = run_step(&Slow, c, "svc", &breakers(100), Backoff::default(), &m).await;
+        let out = run_step(&Slow, None, c, "svc", &breakers(100), Backoff::default(), &m).await;
         assert!(matches!(out, Some(ReplyResult::Completed(v)) if v == "done"), "the moved deadline let it finish");
     }
 
@@ -203,7 +243,8 @@ mod tests {
     async fn transient_faults_are_retried_with_the_same_key_within_the_deadline() {
         let agent = flaky(3, false);
         let m = Metrics::default();
-        let out = run_step(&agent, call(Duration::from_secs(10)), "svc", &breakers(100), Backoff::default(), &m).await;
+        let out =
+            run_step(&agent, None, call(Duration::from_secs(10)), "svc", &breakers(100), Backoff::default(), &m).await;
         assert_eq!(out.map(|r| matches!(r, ReplyResult::Completed(_))), Some(true));
         assert_eq!(agent.calls.load(Ordering::SeqCst), 4);
         assert!(agent.keys.lock().unwrap().iter().all(|k| k == "key-1"));
@@ -215,7 +256,8 @@ mod tests {
         let agent = flaky(0, true);
         let m = Metrics::default();
         let start = Instant::now();
-        let out = run_step(&agent, call(Duration::from_secs(3)), "svc", &breakers(100), Backoff::default(), &m).await;
+        let out =
+            run_step(&agent, None, call(Duration::from_secs(3)), "svc", &breakers(100), Backoff::default(), &m).await;
         assert!(out.is_none());
         assert_eq!(Instant::now() - start, Duration::from_secs(3));
         assert_eq!(m.snapshot().dropped_at_deadline, 1);
@@ -225,7 +267,8 @@ mod tests {
     async fn faults_until_the_deadline_report_nothing() {
         let agent = flaky(u32::MAX, false);
         let m = Metrics::default();
-        let out = run_step(&agent, call(Duration::from_secs(2)), "svc", &breakers(100), Backoff::default(), &m).await;
+        let out =
+            run_step(&agent, None, call(Duration::from_secs(2)), "svc", &breakers(100), Backoff::default(), &m).await;
         assert!(out.is_none());
         assert!(agent.calls.load(Ordering::SeqCst) > 3);
     }
@@ -237,7 +280,7 @@ mod tests {
         let b = breakers(2);
         let no_backoff = Backoff { base: Duration::ZERO, cap: Duration::ZERO };
         let start = Instant::now();
-        let out = run_step(&agent, call(Duration::from_secs(5)), "svc", &b, no_backoff, &m).await;
+        let out = run_step(&agent, None, call(Duration::from_secs(5)), "svc", &b, no_backoff, &m).await;
         assert!(matches!(out, Some(ReplyResult::Completed(_))));
         // Two faults opened the breaker; the third call waited out open_for as a probe.
         assert_eq!(agent.calls.load(Ordering::SeqCst), 3);
@@ -255,7 +298,7 @@ mod tests {
             }
         }
         let m = Metrics::default();
-        let out = run_step(&No, call(Duration::from_secs(5)), "svc", &breakers(1), Backoff::default(), &m).await;
+        let out = run_step(&No, None, call(Duration::from_secs(5)), "svc", &breakers(1), Backoff::default(), &m).await;
         assert!(matches!(out, Some(ReplyResult::PermanentError(e)) if e == "card declined"));
     }
 }

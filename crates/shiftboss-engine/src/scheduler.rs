@@ -235,8 +235,16 @@ impl Scheduler {
                 deadline,
             ),
         };
-        if let Some(result) =
-            run_step(agent.as_ref(), call, &service, &self.breakers, self.config.backoff, &self.metrics).await
+        if let Some(result) = run_step(
+            agent.as_ref(),
+            self.agents.strategy(&step.agent).map(|s| s.as_ref()),
+            call,
+            &service,
+            &self.breakers,
+            self.config.backoff,
+            &self.metrics,
+        )
+        .await
         {
             let _ = replies.send(reply(result)).await;
         }
@@ -258,7 +266,11 @@ impl Scheduler {
             shiftboss_store::fault::reached(shiftboss_store::fault::FaultPoint::AfterCall);
             let mut tries = 0u32;
             loop {
-                let p = RecordReplies { instance: self.instance.clone(), replies: batch.clone() };
+                let p = RecordReplies {
+                    instance: self.instance.clone(),
+                    replies: batch.clone(),
+                    policies: self.policies.clone(),
+                };
                 match self.store.record_replies(p).await {
                     Ok(outcomes) => {
                         self.count(&batch, &outcomes);
@@ -288,6 +300,7 @@ impl Scheduler {
                 ReplyOutcome::Applied { .. } => match reply.result {
                     ReplyResult::Completed(_) => Metrics::add(&self.metrics.completed, 1),
                     ReplyResult::PermanentError(_) => Metrics::add(&self.metrics.permanent_errors, 1),
+                    ReplyResult::Failed(_) => Metrics::add(&self.metrics.failed, 1),
                 },
                 ReplyOutcome::Rejected { reason } => {
                     tracing::info!(step = %reply.step_id, %reason, "late reply rejected");

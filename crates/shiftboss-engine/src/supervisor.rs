@@ -3,14 +3,17 @@
 //! sent to Error with an alert at the threshold. It knows nothing of the business (P8).
 //!
 //! The leader also runs the reconciler (C6) on its own interval: timed waits end, tasks past their
-//! workflow's timeout fail, and stalled tasks are decided again.
+//! workflow's timeout fail, and stalled tasks are decided again. And the archiver, on a third
+//! interval: finished tasks (retry jobs among them) move to the history tables in batches.
 
 use crate::config::SupervisorConfig;
 use crate::elector::Elector;
 use crate::metrics::Metrics;
 use shiftboss_core::InstanceId;
 use shiftboss_core::retry::RetryPolicies;
-use shiftboss_store::{ExpireLeases, ExpiryReport, Reconcile, ReconcileReport, Store, StoreError};
+use shiftboss_store::{
+    Archive, ArchiveReport, ExpireLeases, ExpiryReport, Reconcile, ReconcileReport, Store, StoreError,
+};
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::time::{MissedTickBehavior, interval};
@@ -101,6 +104,37 @@ impl Supervisor {
         r
     }
 
+    /// One archiver pass, if this instance is the leader: batches until the backlog is gone (at
+    /// most ten per pass, so the other duties keep their rhythm). Tests call it directly.
+    pub async fn archive_once(&mut self) -> Result<ArchiveReport, StoreError> {
+        let mut total = ArchiveReport::default();
+        let a = &self.config.archive;
+        for _ in 0..10 {
+            let Some(term) = self.elector.ensure().await? else { break };
+            let p = Archive { leader: term, after: a.after, keep: a.keep, limit: a.batch };
+            let r = match self.store.archive(p).await {
+                Ok(r) => r,
+                Err(e) => {
+                    if matches!(e, StoreError::NotLeader(_)) {
+                        self.elector.forget();
+                    }
+                    return Err(e);
+                }
+            };
+            total.tasks += r.tasks;
+            total.steps += r.steps;
+            total.events += r.events;
+            total.purged += r.purged;
+            if r.tasks < u64::from(a.batch) && r.purged < u64::from(a.batch) {
+                break;
+            }
+        }
+        if total != ArchiveReport::default() {
+            tracing::info!(tasks = total.tasks, purged = total.purged, "archiver");
+        }
+        Ok(total)
+    }
+
     pub fn is_leader(&self) -> bool {
         self.elector.current().is_some()
     }
@@ -111,6 +145,8 @@ impl Supervisor {
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut reconcile = interval(self.config.reconcile_interval);
         reconcile.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut archive = interval(self.config.archive.interval);
+        archive.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = tick.tick() => {
@@ -121,6 +157,11 @@ impl Supervisor {
                 _ = reconcile.tick() => {
                     if let Err(e) = self.reconcile_once().await {
                         tracing::warn!(error = %e, "reconciler pass failed; trying again next interval");
+                    }
+                }
+                _ = archive.tick(), if self.config.archive.enabled => {
+                    if let Err(e) = self.archive_once().await {
+                        tracing::warn!(error = %e, "archiver pass failed; trying again next interval");
                     }
                 }
                 _ = shutdown.changed() => break,

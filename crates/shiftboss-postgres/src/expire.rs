@@ -126,40 +126,60 @@ async fn take_back(
             on_timeout: h.on_timeout,
         };
         let plan = lapse::plan(step, lapse, t.now, policies, fastrand::f64());
-        let changed = t
-            .execute(
-                // A paused task's steps wait, as its other pending steps do, until it resumes.
-                "UPDATE steps SET state = $3, failure_count = $4, last_error = $6,
-                        due_at = CASE WHEN (SELECT state FROM tasks WHERE id = steps.task_id) = 'paused'
-                                      THEN $8::bigint ELSE $5::bigint END,
-                        locked_by = NULL, complete_by = NULL, updated_at = $7
-                 WHERE id = $1 AND lease_token = $2 AND state = 'processing'",
-                &[
-                    &h.id.0,
-                    &h.lease_token,
-                    &plan.next.as_str(),
-                    &crate::tx::pg_int(plan.failure_count)?,
-                    &plan.due_at.0,
-                    &plan.why,
-                    &t.now.0,
-                    &crate::operator::HELD,
-                ],
-            )
-            .await?;
-        if changed != 1 {
+        let gave_up = plan.alert.is_some();
+        if !write_plan(t, h.id, h.task_id, h.lease_token, plan, actor).await? {
             continue;
         }
-        t.event(h.task_id, Some(h.id), plan.kind, EventLevel::Info, actor, plan.detail).await?;
-        match plan.alert {
-            Some(alert) => {
-                report.gave_up += 1;
-                t.event(h.task_id, Some(h.id), ev::STEP_ERROR, EventLevel::Alert, actor, alert).await?;
-                advance_task(t, h.task_id, actor).await?;
-            }
-            None => report.retried += 1,
+        if gave_up {
+            report.gave_up += 1;
+            advance_task(t, h.task_id, actor).await?;
+        } else {
+            report.retried += 1;
         }
     }
     Ok(report)
+}
+
+/// Writes what becomes of a held step (a lapse, or a failure its agent reported), fenced by the
+/// lease token and `state = 'processing'`, with its events; false when the step had moved on. The
+/// caller holds the task's lock, and moves the task on.
+pub async fn write_plan(
+    t: &Tx<'_>,
+    id: StepId,
+    task_id: TaskId,
+    lease_token: i64,
+    plan: lapse::LapsePlan,
+    actor: &str,
+) -> Result<bool, StoreError> {
+    let changed = t
+        .execute(
+            // A paused task's steps wait, as its other pending steps do, until it resumes.
+            "UPDATE steps SET state = $3, failure_count = $4, last_error = $6,
+                    due_at = CASE WHEN (SELECT state FROM tasks WHERE id = steps.task_id) = 'paused'
+                                  THEN $8::bigint ELSE $5::bigint END,
+                    locked_by = NULL, complete_by = NULL, updated_at = $7
+             WHERE id = $1 AND lease_token = $2 AND state = 'processing'",
+            &[
+                &id.0,
+                &lease_token,
+                &plan.next.as_str(),
+                &crate::tx::pg_int(plan.failure_count)?,
+                &plan.due_at.0,
+                // An agent's reason may be long, or hold a NUL (which PostgreSQL text refuses).
+                &crate::replies::truncate(&plan.why),
+                &t.now.0,
+                &crate::operator::HELD,
+            ],
+        )
+        .await?;
+    if changed != 1 {
+        return Ok(false);
+    }
+    t.event(task_id, Some(id), plan.kind, EventLevel::Info, actor, plan.detail).await?;
+    if let Some(alert) = plan.alert {
+        t.event(task_id, Some(id), ev::STEP_ERROR, EventLevel::Alert, actor, alert).await?;
+    }
+    Ok(true)
 }
 
 /// An `alert_only` step's lease lapsed: it stays with its holder, past any deadline, and an alert

@@ -2,7 +2,8 @@
 //! database (P10, P11).
 //!
 //! Layout: [`migrate`] checks and migrates the store's schema; one module per group of store
-//! operations (`submit`, `claim`, `replies`, `expire`, `leader`, `operator`, `reconcile`, `query`);
+//! operations (`submit`, `claim`, `replies`, `expire`, `leader`, `operator`, `reconcile`, `query`,
+//! `enqueue` and `jobs` for retry jobs, `archive` for the history tables);
 //! `advance` runs the decider inside the transaction that changed a step, writing through `steps`
 //! and `children` (sub-workflows); `lock` holds the per-task lock (C7) and `limits` the per-agent
 //! limits of claims; `tx`, `rows` and `error` are shared plumbing. SQL lives only in this crate.
@@ -15,7 +16,8 @@
 //!   FOR UPDATE SKIP LOCKED)`), every reply, heartbeat and expiry write (fenced by lease token and
 //!   `state = 'processing'`), the election (`INSERT ... ON CONFLICT DO UPDATE ... WHERE`), resign,
 //!   and "insert unless it exists" for definitions and task keys (`ON CONFLICT DO NOTHING`, then a
-//!   read of the row that won);
+//!   read of the row that won; a key archived to `tasks_history` is read after the insert, see
+//!   `submit::archived_owner`);
 //! - **done under a row lock**: every operation that runs the decider or moves a task's steps on its
 //!   behalf (submit, record_replies, expire_leases, release_instance_claims, resubmit_step,
 //!   operate_task and cancel_task, reconcile) locks the task row (`SELECT ... FOR UPDATE`) before
@@ -23,7 +25,9 @@
 //!   with all its ancestors (a sub-workflow's child ends by moving its parent on), in ascending id
 //!   order, which puts a parent before its child; children are locked below a held parent (a
 //!   cancelled parent cancels them). A step is never locked before its task. So these operations
-//!   cannot deadlock each other (see `lock`). A claim waits for nothing but the rate rows of limited
+//!   cannot deadlock each other (see `lock`). The archiver takes finished roots `FOR UPDATE SKIP
+//!   LOCKED`, then their descendants, so it never moves a task that is being decided and never
+//!   waits on a decider (see `archive`). A claim waits for nothing but the rate rows of limited
 //!   agents, which claims alone lock, in agent order (see `limits`), so it cannot be part of a
 //!   deadlock either. Leader-only writes (the sweep, the reconciler) also hold their leader row FOR
 //!   SHARE, so no new term is elected while they run.
@@ -39,10 +43,13 @@
 //! `tx::DB_NOW`), so machines whose clocks disagree still agree on when a lease lapsed.
 
 mod advance;
+mod archive;
 mod children;
 mod claim;
+mod enqueue;
 mod error;
 mod expire;
+mod jobs;
 mod leader;
 mod limits;
 mod listen;
@@ -233,6 +240,40 @@ impl PostgresStore {
 pub async fn submit_task_in(tx: &tokio_postgres::Transaction<'_>, schema: &str, p: &SubmitTask) -> Result<Submitted> {
     p.validate()?;
     migrate::check_schema_name(schema)?;
+    in_schema(tx, schema, async |t| submit::submit(t, p).await).await
+}
+
+/// Enqueues retry jobs inside the caller's own transaction (M1, P12): the business record and the
+/// jobs commit together or not at all. Like [`submit_task_in`]: `schema` is the store's schema,
+/// the caller's `search_path` is put back before this returns, time is the database's clock, and
+/// the caller commits (listeners are notified then, if a job is due now). On `InvalidInput` or
+/// `Conflict` no job of this call is left in the transaction (a handler's job workflow registered
+/// on first use may be); after another error it may be aborted and must be rolled back.
+pub async fn enqueue_jobs_in(
+    tx: &tokio_postgres::Transaction<'_>,
+    schema: &str,
+    p: &EnqueueJobs,
+) -> Result<Vec<Submitted>> {
+    check_batch(p)?;
+    migrate::check_schema_name(schema)?;
+    in_schema(tx, schema, async |t| enqueue::enqueue(t, &p.jobs, &p.actor).await).await
+}
+
+/// Refuses a batch before anything is written.
+fn check_batch(p: &EnqueueJobs) -> Result<()> {
+    if p.jobs.len() > MAX_ENQUEUE_BATCH {
+        return Err(StoreError::InvalidInput(format!("at most {MAX_ENQUEUE_BATCH} jobs per call")));
+    }
+    p.jobs.iter().try_for_each(EnqueueJob::validate)
+}
+
+/// Runs `f` in a caller's transaction with its `search_path` set to the store's schema for the
+/// call, and the database's clock; notifies listeners (at the caller's commit) if `f` made work due.
+async fn in_schema<T>(
+    tx: &tokio_postgres::Transaction<'_>,
+    schema: &str,
+    f: impl AsyncFnOnce(&Tx<'_>) -> Result<T>,
+) -> Result<T> {
     let saved: String = tx.query_one("SELECT current_setting('search_path')", &[]).await.map_err(map_err)?.get(0);
     let set = "SELECT set_config('search_path', $1, true)";
     tx.execute(set, &[&migrate::ident(schema)]).await.map_err(map_err)?;
@@ -241,7 +282,7 @@ pub async fn submit_task_in(tx: &tokio_postgres::Transaction<'_>, schema: &str, 
     let out = match tx::db_now(&db).await {
         Ok(now) => {
             let t = Tx::new(db, now, &defs);
-            match submit::submit(&t, p).await {
+            match f(&t).await {
                 Ok(s) => t.notify_if_due(schema).await.map(|()| s),
                 Err(e) => Err(e),
             }
@@ -249,7 +290,7 @@ pub async fn submit_task_in(tx: &tokio_postgres::Transaction<'_>, schema: &str, 
         Err(e) => Err(e),
     };
     // Put the caller's path back whatever happened, unless the transaction is aborted (then the
-    // caller must roll back anyway, and the submit's own error is the one to report).
+    // caller must roll back anyway, and the call's own error is the one to report).
     let restored = tx.execute(set, &[&saved]).await.map_err(map_err);
     let out = out?;
     restored?;
@@ -289,7 +330,7 @@ impl Store for PostgresStore {
         if p.replies.is_empty() {
             return Ok(Vec::new());
         }
-        self.write(async |t| replies::record_replies(t, p.instance.as_str(), &p.replies).await).await
+        self.write(async |t| replies::record_replies(t, p.instance.as_str(), &p.replies, &p.policies).await).await
     }
 
     async fn expire_leases(&self, p: ExpireLeases) -> Result<ExpiryReport> {
@@ -330,16 +371,47 @@ impl Store for PostgresStore {
         self.write(async |t| claim::extend_lease(t, &p).await).await
     }
 
+    async fn enqueue_jobs(&self, p: EnqueueJobs) -> Result<Vec<Submitted>> {
+        check_batch(&p)?;
+        self.write(async |t| enqueue::enqueue(t, &p.jobs, &p.actor).await).await
+    }
+
+    async fn list_jobs(&self, q: JobQuery) -> Result<Vec<JobRecord>> {
+        q.validate()?;
+        self.read(async |c| jobs::list(c, &q).await).await
+    }
+
+    async fn find_job(&self, job: JobRef) -> Result<Option<JobRecord>> {
+        self.read(async |c| jobs::find(c, &job).await).await
+    }
+
+    async fn resubmit_jobs(&self, p: ResubmitJobs) -> Result<ResubmitReport> {
+        p.query.validate()?;
+        self.write(async |t| jobs::resubmit(t, &p).await).await
+    }
+
+    async fn archive(&self, p: Archive) -> Result<ArchiveReport> {
+        self.write(async |t| archive::archive(t, &p).await).await
+    }
+
     async fn list_workflows(&self) -> Result<Vec<WorkflowSummary>> {
         self.read(async |c| query::list_workflows(c).await).await
     }
 
     async fn get_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {
-        self.snapshot(async |c| query::get_task(c, id).await).await
+        self.snapshot(async |c| query::get_task(c, id, query::Place::Hot).await).await
+    }
+
+    async fn get_archived_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {
+        self.snapshot(async |c| query::get_task(c, id, query::Place::History).await).await
+    }
+
+    async fn find_archived_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>> {
+        self.read(async |c| query::find_task_by_key(c, key, query::Place::History).await).await
     }
 
     async fn find_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>> {
-        self.read(async |c| query::find_task_by_key(c, key).await).await
+        self.read(async |c| query::find_task_by_key(c, key, query::Place::Hot).await).await
     }
 
     async fn list_tasks(&self, p: ListTasks) -> Result<Vec<TaskRecord>> {

@@ -16,6 +16,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "0001_initial", include_str!("migrations/0001_initial.sql")),
     (2, "0002_buckets", include_str!("migrations/0002_buckets.sql")),
     (3, "0003_workflows", include_str!("migrations/0003_workflows.sql")),
+    (4, "0004_history", include_str!("migrations/0004_history.sql")),
 ];
 
 /// The schema version this build writes and reads.

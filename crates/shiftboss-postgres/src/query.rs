@@ -26,11 +26,28 @@ macro_rules! together {
     };
 }
 
+/// Which tables a read looks at: the hot ones, or history (same columns, `_history` names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    Hot,
+    History,
+}
+
+impl Place {
+    fn suffix(self) -> &'static str {
+        match self {
+            Place::Hot => "",
+            Place::History => "_history",
+        }
+    }
+}
+
 /// In one snapshot.
-pub async fn get_task(c: Conn<'_>, id: TaskId) -> Result<Option<TaskDetail>, StoreError> {
-    let task = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1");
-    let steps = format!("SELECT {STEP_COLUMNS} FROM steps WHERE task_id = $1 ORDER BY id");
-    let events = format!("SELECT {EVENT_COLUMNS} FROM events WHERE task_id = $1 ORDER BY id");
+pub async fn get_task(c: Conn<'_>, id: TaskId, place: Place) -> Result<Option<TaskDetail>, StoreError> {
+    let h = place.suffix();
+    let task = format!("SELECT {TASK_COLUMNS} FROM tasks{h} WHERE id = $1");
+    let steps = format!("SELECT {STEP_COLUMNS} FROM steps{h} WHERE task_id = $1 ORDER BY id");
+    let events = format!("SELECT {EVENT_COLUMNS} FROM events{h} WHERE task_id = $1 ORDER BY id");
     let by_id: [&(dyn ToSql + Sync); 1] = [&id.0];
     together!(task = c.query_opt(&task, &by_id), steps = c.query(&steps, &by_id), events = c.query(&events, &by_id));
     let Some(task) = task else { return Ok(None) };
@@ -41,8 +58,9 @@ pub async fn get_task(c: Conn<'_>, id: TaskId) -> Result<Option<TaskDetail>, Sto
     }))
 }
 
-pub async fn find_task_by_key(c: Conn<'_>, key: &str) -> Result<Option<TaskRecord>, StoreError> {
-    let row = c.query_opt(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE task_key = $1"), &[&key]).await?;
+pub async fn find_task_by_key(c: Conn<'_>, key: &str, place: Place) -> Result<Option<TaskRecord>, StoreError> {
+    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks{} WHERE task_key = $1", place.suffix());
+    let row = c.query_opt(&sql, &[&key]).await?;
     row.as_ref().map(crate::rows::task).transpose()
 }
 

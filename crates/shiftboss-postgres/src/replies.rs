@@ -5,23 +5,34 @@
 //! Each reply is then one UPDATE whose WHERE is the fence (lease token, state = 'processing', and an
 //! agent's row: control steps hold no lease): the check and the write cannot be split, with or
 //! without the lock.
+//!
+//! A failed attempt (a retry job's handler failure) reads the step under the task's lock for its
+//! retry count and policy, then writes the plan with the same fence (see `expire::write_plan`).
 
 use crate::advance::advance_task;
+use crate::expire::write_plan;
 use crate::lock::lock_tasks;
-use crate::rows::{get, parsed};
+use crate::rows::{count, get, parsed, retry_policy};
 use crate::tx::Tx;
 use serde_json::json;
 use shiftboss_core::model::EventLevel;
+use shiftboss_core::retry::RetryPolicies;
 use shiftboss_core::state::StepEvent;
-use shiftboss_core::workflow::StepKind;
+use shiftboss_core::workflow::{OnTimeout, StepKind};
 use shiftboss_core::{StepState, TaskId};
+use shiftboss_store::lapse::{self, LapsedStep};
 use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, event_kind as ev};
 use std::collections::HashMap;
 
 /// The longest error message kept on a step; longer ones are cut.
 const MAX_ERROR_LEN: usize = 2000;
 
-pub async fn record_replies(t: &Tx<'_>, actor: &str, replies: &[Reply]) -> Result<Vec<ReplyOutcome>, StoreError> {
+pub async fn record_replies(
+    t: &Tx<'_>,
+    actor: &str,
+    replies: &[Reply],
+    policies: &RetryPolicies,
+) -> Result<Vec<ReplyOutcome>, StoreError> {
     let ids: Vec<i64> = replies.iter().map(|r| r.step_id.0).collect();
     // A step's task never changes, so this read needs no lock.
     let rows = t.query("SELECT id, task_id FROM steps WHERE id = ANY($1)", &[&ids]).await?;
@@ -31,23 +42,26 @@ pub async fn record_replies(t: &Tx<'_>, actor: &str, replies: &[Reply]) -> Resul
     let mut out = Vec::with_capacity(replies.len());
     for r in replies {
         out.push(match task_of.get(&r.step_id.0) {
-            Some(&task_id) => record_reply(t, actor, task_id, r).await?,
+            Some(&task_id) => record_reply(t, actor, task_id, r, policies).await?,
             None => ReplyOutcome::Rejected { reason: format!("step {} does not exist", r.step_id) },
         });
     }
     Ok(out)
 }
 
-async fn record_reply(t: &Tx<'_>, actor: &str, task_id: TaskId, r: &Reply) -> Result<ReplyOutcome, StoreError> {
-    let event = match &r.result {
-        ReplyResult::Completed(_) => StepEvent::Complete,
-        ReplyResult::PermanentError(_) => StepEvent::PermanentError,
+async fn record_reply(
+    t: &Tx<'_>,
+    actor: &str,
+    task_id: TaskId,
+    r: &Reply,
+    policies: &RetryPolicies,
+) -> Result<ReplyOutcome, StoreError> {
+    let (event, output, error) = match &r.result {
+        ReplyResult::Completed(v) => (StepEvent::Complete, Some(v.to_string()), None),
+        ReplyResult::PermanentError(e) => (StepEvent::PermanentError, None, Some(truncate(e))),
+        ReplyResult::Failed(reason) => return record_failure(t, actor, task_id, r, reason, policies).await,
     };
     let next = StepState::Processing.on(event).expect("a processing step takes every reply");
-    let (output, error) = match &r.result {
-        ReplyResult::Completed(v) => (Some(v.to_string()), None),
-        ReplyResult::PermanentError(e) => (None, Some(truncate(e))),
-    };
     let changed = t
         .execute(
             "UPDATE steps SET state = $3, output = $4, last_error = coalesce($5, last_error),
@@ -65,6 +79,52 @@ async fn record_reply(t: &Tx<'_>, actor: &str, task_id: TaskId, r: &Reply) -> Re
             let detail = json!({"reason": "permanent error", "error": e});
             t.event(task_id, Some(r.step_id), ev::STEP_ERROR, EventLevel::Alert, actor, detail).await?
         }
+    }
+    let adv = advance_task(t, task_id, actor).await?;
+    Ok(ReplyOutcome::Applied { task_state: adv.state, scheduled: adv.scheduled })
+}
+
+/// A failed attempt (M5): the step runs again after its retry policy's next interval, its failure
+/// count one up, or goes to Error when the policy has no try left. The task is locked, so the count
+/// and policy read here are the ones the fenced write replaces.
+async fn record_failure(
+    t: &Tx<'_>,
+    actor: &str,
+    task_id: TaskId,
+    r: &Reply,
+    reason: &str,
+    policies: &RetryPolicies,
+) -> Result<ReplyOutcome, StoreError> {
+    // Whether it gives up is the policy's to say; either way only a processing step may fail.
+    let event = StepEvent::Fail { give_up: false };
+    let row = t
+        .query_opt(
+            "SELECT agent, failure_count, retry, locked_by FROM steps
+             WHERE id = $1 AND lease_token = $2 AND state = 'processing' AND kind = 'agent'",
+            &[&r.step_id.0, &r.lease_token.0],
+        )
+        .await?;
+    let Some(row) = row else {
+        return reject(t, actor, task_id, r, event).await;
+    };
+    let agent: String = get(&row, 0)?;
+    let retry = retry_policy(&row, 2)?;
+    let held = LapsedStep {
+        agent: &agent,
+        failure_count: count(&row, 1, "steps.failure_count")?,
+        retry: retry.as_ref(),
+        locked_by: get(&row, 3)?,
+        lease_token: r.lease_token.0,
+        on_timeout: OnTimeout::Retry,
+    };
+    let plan = lapse::plan_failure(held, &truncate(reason), t.now, policies, fastrand::f64());
+    let due_now = plan.next == StepState::Pending && plan.due_at <= t.now;
+    if !write_plan(t, r.step_id, task_id, r.lease_token.0, plan, actor).await? {
+        return reject(t, actor, task_id, r, event).await;
+    }
+    if due_now {
+        // A policy with no delay: the next try is due at once, so listeners wake at commit.
+        t.mark_due_now();
     }
     let adv = advance_task(t, task_id, actor).await?;
     Ok(ReplyOutcome::Applied { task_state: adv.state, scheduled: adv.scheduled })

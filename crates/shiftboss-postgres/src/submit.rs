@@ -4,6 +4,9 @@
 //! waits for a concurrent insert of the same key to commit, and the SELECT after it (a statement of
 //! its own, so a new snapshot) then sees that row. Two callers racing on one key never both insert
 //! and never fail with a unique violation.
+//!
+//! A key stays taken once its task is archived (`tasks_history`). The unique index cannot span two
+//! tables, so a new row is checked against history after it is inserted (see [`archived_owner`]).
 
 use crate::advance::advance_task;
 use crate::lock::lock_tasks;
@@ -93,6 +96,9 @@ pub async fn submit(t: &Tx<'_>, p: &SubmitTask) -> Result<Submitted, StoreError>
         });
     };
     let task_id = TaskId(get(&row, 0)?);
+    if let Some((id, workflow, input)) = archived_owner(t, &p.key, task_id).await? {
+        return p.resubmission(id, &workflow, &input);
+    }
     t.event(
         task_id,
         None,
@@ -112,8 +118,43 @@ pub async fn submit(t: &Tx<'_>, p: &SubmitTask) -> Result<Submitted, StoreError>
 /// The task already submitted under this key, if any; a `Conflict` if it was submitted with
 /// another workflow or input.
 async fn existing(t: &Tx<'_>, p: &SubmitTask) -> Result<Option<Submitted>, StoreError> {
-    let Some(row) = t.query_opt("SELECT id, workflow, input FROM tasks WHERE task_key = $1", &[&p.key]).await? else {
+    let Some((id, workflow, input)) = key_owner(t, &p.key).await? else {
         return Ok(None);
     };
-    p.resubmission(TaskId(get(&row, 0)?), get(&row, 1)?, get(&row, 2)?).map(Some)
+    p.resubmission(id, &workflow, &input).map(Some)
+}
+
+/// The task a key names, live or archived: its id, workflow and input as stored. One statement, so
+/// one snapshot: the archiver moves a task between the tables in one transaction, so the task is
+/// seen in exactly one of them.
+pub async fn key_owner(t: &Tx<'_>, key: &str) -> Result<Option<(TaskId, String, String)>, StoreError> {
+    let row = t
+        .query_opt(
+            "SELECT id, workflow, input FROM tasks WHERE task_key = $1
+             UNION ALL
+             SELECT id, workflow, input FROM tasks_history WHERE task_key = $1
+             LIMIT 1",
+            &[&key],
+        )
+        .await?;
+    row.map(|r| Ok((TaskId(get(&r, 0)?), get(&r, 1)?, get(&r, 2)?))).transpose()
+}
+
+/// After inserting `new` under `key`: the archived task that holds the key, if one does, with `new`
+/// deleted again (so that the caller's transaction, which goes on, keeps no trace of it).
+///
+/// Race-free at READ COMMITTED: this is a statement after the INSERT, so it sees every transaction
+/// that committed before it. An archiver that moved the key's live task to history had to commit
+/// before the INSERT could take the key (the INSERT waits on the row it deletes), so it is seen
+/// here. A restore (history to live) that runs meanwhile waits on `new` at its own INSERT, and has
+/// not committed the delete from history, so the archived row is still seen here.
+pub async fn archived_owner(
+    t: &Tx<'_>,
+    key: &str,
+    new: TaskId,
+) -> Result<Option<(TaskId, String, String)>, StoreError> {
+    let row = t.query_opt("SELECT id, workflow, input FROM tasks_history WHERE task_key = $1", &[&key]).await?;
+    let Some(row) = row else { return Ok(None) };
+    t.execute("DELETE FROM tasks WHERE id = $1", &[&new.0]).await?;
+    Ok(Some((TaskId(get(&row, 0)?), get(&row, 1)?, get(&row, 2)?)))
 }

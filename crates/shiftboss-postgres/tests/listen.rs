@@ -124,6 +124,7 @@ async fn work_due_later_does_not_ring_but_a_resubmit_does() {
     a.record_replies(shiftboss_store::RecordReplies {
         instance: shiftboss_core::InstanceId::new("s").unwrap(),
         replies: vec![reply],
+        policies: Default::default(),
     })
     .await
     .unwrap();

@@ -122,7 +122,11 @@ async fn late_replies_racing_the_sweep_each_win_a_step_once_without_deadlock() {
             .collect();
         let replying = tokio::spawn({
             let replier = replier.clone();
-            async move { replier.record_replies(RecordReplies { instance: id("sched-1"), replies }).await }
+            async move {
+                replier
+                    .record_replies(RecordReplies { instance: id("sched-1"), replies, policies: Default::default() })
+                    .await
+            }
         });
         let sweep = ExpireLeases { leader: leader.clone(), limit: 1000, policies: Arc::new(RetryPolicies::default()) };
         let sweeping = tokio::spawn({

@@ -50,7 +50,9 @@ async fn a_child_ending_while_its_parent_is_cancelled_never_deadlocks() {
             .map(|c| Reply { step_id: c.id, lease_token: c.lease_token, result: ReplyResult::Completed(json!({})) })
             .collect();
         let r = replier.clone();
-        let reply = tokio::spawn(async move { r.record_replies(RecordReplies { instance: id("s1"), replies }).await });
+        let reply = tokio::spawn(async move {
+            r.record_replies(RecordReplies { instance: id("s1"), replies, policies: Default::default() }).await
+        });
         let op = operator.clone();
         let to_cancel = parents.clone();
         let cancel = tokio::spawn(async move {
@@ -169,7 +171,10 @@ async fn a_version_2_store_with_live_work_migrates_and_goes_on() {
     let step = &d.steps[0];
     assert_eq!((step.kind, step.state, step.compensates.as_deref()), (StepKind::Agent, StepState::Processing, None));
     let reply = Reply { step_id: step.id, lease_token: step.lease_token, result: ReplyResult::Completed(json!(7)) };
-    let out = store.record_replies(RecordReplies { instance: id("s1"), replies: vec![reply] }).await.unwrap();
+    let out = store
+        .record_replies(RecordReplies { instance: id("s1"), replies: vec![reply], policies: Default::default() })
+        .await
+        .unwrap();
     assert!(matches!(out[0], ReplyOutcome::Applied { task_state: TaskState::Completed, .. }), "{out:?}");
     assert_eq!(store.get_task(task.id).await.unwrap().unwrap().task.state, TaskState::Completed);
 

@@ -165,6 +165,18 @@ fn insert_step(
     n: &NewStep,
 ) -> Result<StepId, StoreError> {
     let row = decided::step_row(def, n, task.priority, t.now)?;
+    insert_row(t, task_id, &n.name, n.state, n.compensates.as_deref(), &row)
+}
+
+/// Writes a step row; its bucket is its task's.
+pub fn insert_row(
+    t: &Tx<'_>,
+    task_id: TaskId,
+    name: &str,
+    state: StepState,
+    compensates: Option<&str>,
+    row: &decided::StepRow,
+) -> Result<StepId, StoreError> {
     t.tx.prepare_cached(
         "INSERT INTO steps (task_id, name, agent, state, due_at, priority, input, output, idempotency_key, timeout_ms,
                             config, retry, created_at, updated_at, bucket, kind, compensates, domain, fallback_at,
@@ -175,9 +187,9 @@ fn insert_step(
     .and_then(|mut st| {
         st.execute(params![
             task_id.0,
-            n.name,
+            name,
             row.agent,
-            n.state.as_str(),
+            state.as_str(),
             row.due_at,
             row.priority,
             row.input,
@@ -188,7 +200,7 @@ fn insert_step(
             row.retry,
             t.now.0,
             row.kind,
-            n.compensates,
+            compensates,
             row.domain,
             row.fallback_at,
             row.response_timeout_ms,

@@ -116,39 +116,57 @@ fn take_back(
             on_timeout: h.on_timeout,
         };
         let plan = lapse::plan(step, lapse, t.now, policies, fastrand::f64());
-        let changed =
-            t.tx.prepare_cached(
-                "UPDATE steps SET state = ?3, failure_count = ?4, last_error = ?6,
-                        locked_by = NULL, complete_by = NULL, updated_at = ?7,
-                        -- A paused task's step waits for the resume, like its other pending steps.
-                        due_at = CASE WHEN (SELECT state FROM tasks WHERE id = steps.task_id) = 'paused'
-                                      THEN 9223372036854775807 ELSE ?5 END
-                 WHERE id = ?1 AND lease_token = ?2 AND state = 'processing'",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    h.id.0,
-                    h.lease_token,
-                    plan.next.as_str(),
-                    plan.failure_count,
-                    plan.due_at.0,
-                    plan.why,
-                    t.now.0
-                ])
-            })
-            .map_err(map_err)?;
-        if changed != 1 {
+        let gave_up = plan.alert.is_some();
+        if !write_plan(t, h.id, h.task_id, h.lease_token, plan, actor)? {
             continue;
         }
-        t.event(h.task_id, Some(h.id), plan.kind, EventLevel::Info, actor, plan.detail)?;
-        match plan.alert {
-            Some(alert) => {
-                report.gave_up += 1;
-                t.event(h.task_id, Some(h.id), ev::STEP_ERROR, EventLevel::Alert, actor, alert)?;
-                advance_task(t, h.task_id, actor)?;
-            }
-            None => report.retried += 1,
+        if gave_up {
+            report.gave_up += 1;
+            advance_task(t, h.task_id, actor)?;
+        } else {
+            report.retried += 1;
         }
     }
     Ok(report)
+}
+
+/// Writes what becomes of a held step (a lapse, or a failure its agent reported), fenced by the
+/// lease token, with its events; false when the step had moved on. The caller moves the task on.
+pub fn write_plan(
+    t: &Tx<'_>,
+    id: StepId,
+    task_id: TaskId,
+    lease_token: i64,
+    plan: lapse::LapsePlan,
+    actor: &str,
+) -> Result<bool, StoreError> {
+    let changed =
+        t.tx.prepare_cached(
+            "UPDATE steps SET state = ?3, failure_count = ?4, last_error = ?6,
+                    locked_by = NULL, complete_by = NULL, updated_at = ?7,
+                    -- A paused task's step waits for the resume, like its other pending steps.
+                    due_at = CASE WHEN (SELECT state FROM tasks WHERE id = steps.task_id) = 'paused'
+                                  THEN 9223372036854775807 ELSE ?5 END
+             WHERE id = ?1 AND lease_token = ?2 AND state = 'processing'",
+        )
+        .and_then(|mut st| {
+            st.execute(params![
+                id.0,
+                lease_token,
+                plan.next.as_str(),
+                plan.failure_count,
+                plan.due_at.0,
+                crate::replies::truncate(&plan.why),
+                t.now.0
+            ])
+        })
+        .map_err(map_err)?;
+    if changed != 1 {
+        return Ok(false);
+    }
+    t.event(task_id, Some(id), plan.kind, EventLevel::Info, actor, plan.detail)?;
+    if let Some(alert) = plan.alert {
+        t.event(task_id, Some(id), ev::STEP_ERROR, EventLevel::Alert, actor, alert)?;
+    }
+    Ok(true)
 }

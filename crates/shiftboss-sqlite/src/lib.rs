@@ -9,9 +9,11 @@
 //! way to upgrade its lock. Many processes may open the same file; the lock serialises them.
 
 mod advance;
+mod archive;
 mod claim;
 mod error;
 mod expire;
+mod jobs;
 mod leader;
 pub mod open;
 mod operator;
@@ -125,6 +127,36 @@ pub fn submit_task_in(tx: &Transaction<'_>, p: &SubmitTask) -> Result<Submitted>
     submit::submit(&t, p)
 }
 
+/// Enqueues retry jobs inside the caller's own transaction (M1, P12): the business record and
+/// the jobs commit together or not at all. The caller commits; schedulers see the jobs at their
+/// next poll.
+///
+/// On an error nothing of this call stays in the caller's transaction (it runs under a
+/// savepoint), so the caller may go on or roll back.
+pub fn enqueue_jobs_in(tx: &Transaction<'_>, p: &EnqueueJobs) -> Result<Vec<Submitted>> {
+    check_batch(p)?;
+    let defs = DefCache::default();
+    let t = Tx::new(tx, Timestamp::from_system(SystemTime::now()), &defs);
+    tx.execute_batch("SAVEPOINT shiftboss_enqueue").map_err(map_err)?;
+    match jobs::enqueue(&t, &p.jobs, &p.actor) {
+        Ok(out) => {
+            tx.execute_batch("RELEASE shiftboss_enqueue").map_err(map_err)?;
+            Ok(out)
+        }
+        Err(e) => {
+            tx.execute_batch("ROLLBACK TO shiftboss_enqueue; RELEASE shiftboss_enqueue").map_err(map_err)?;
+            Err(e)
+        }
+    }
+}
+
+fn check_batch(p: &EnqueueJobs) -> Result<()> {
+    if p.jobs.len() > MAX_ENQUEUE_BATCH {
+        return Err(StoreError::InvalidInput(format!("at most {MAX_ENQUEUE_BATCH} jobs per call")));
+    }
+    p.jobs.iter().try_for_each(EnqueueJob::validate)
+}
+
 #[async_trait]
 impl Store for SqliteStore {
     async fn now(&self) -> Result<Timestamp> {
@@ -168,7 +200,10 @@ impl Store for SqliteStore {
         if p.replies.is_empty() {
             return Ok(Vec::new());
         }
-        self.write(move |t| p.replies.iter().map(|r| replies::record_reply(t, p.instance.as_str(), r)).collect()).await
+        self.write(move |t| {
+            p.replies.iter().map(|r| replies::record_reply(t, p.instance.as_str(), r, &p.policies)).collect()
+        })
+        .await
     }
 
     async fn expire_leases(&self, p: ExpireLeases) -> Result<ExpiryReport> {
@@ -210,17 +245,49 @@ impl Store for SqliteStore {
         self.write(move |t| claim::extend_lease(t, &p)).await
     }
 
+    async fn enqueue_jobs(&self, p: EnqueueJobs) -> Result<Vec<Submitted>> {
+        check_batch(&p)?;
+        self.write(move |t| jobs::enqueue(t, &p.jobs, &p.actor)).await
+    }
+
+    async fn list_jobs(&self, q: JobQuery) -> Result<Vec<JobRecord>> {
+        q.validate()?;
+        self.read(move |c| jobs::list(c, &q)).await
+    }
+
+    async fn find_job(&self, job: JobRef) -> Result<Option<JobRecord>> {
+        self.read(move |c| jobs::find(c, &job)).await
+    }
+
+    async fn resubmit_jobs(&self, p: ResubmitJobs) -> Result<ResubmitReport> {
+        p.query.validate()?;
+        self.write(move |t| jobs::resubmit(t, &p)).await
+    }
+
+    async fn archive(&self, p: Archive) -> Result<ArchiveReport> {
+        self.write(move |t| archive::archive(t, &p)).await
+    }
+
     async fn list_workflows(&self) -> Result<Vec<WorkflowSummary>> {
         self.read(query::list_workflows).await
     }
 
     async fn get_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {
-        self.read(move |c| query::get_task(c, id)).await
+        self.read(move |c| query::get_task(c, id, query::Place::Hot)).await
+    }
+
+    async fn get_archived_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {
+        self.read(move |c| query::get_task(c, id, query::Place::History)).await
+    }
+
+    async fn find_archived_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>> {
+        let key = key.to_owned();
+        self.read(move |c| query::find_task_by_key(c, &key, query::Place::History)).await
     }
 
     async fn find_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>> {
         let key = key.to_owned();
-        self.read(move |c| query::find_task_by_key(c, &key)).await
+        self.read(move |c| query::find_task_by_key(c, &key, query::Place::Hot)).await
     }
 
     async fn list_tasks(&self, p: ListTasks) -> Result<Vec<TaskRecord>> {

@@ -15,6 +15,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_initial.sql"),
     include_str!("migrations/0002_buckets.sql"),
     include_str!("migrations/0003_workflows.sql"),
+    include_str!("migrations/0004_history.sql"),
 ];
 
 /// The schema version this build writes and reads.

@@ -7,31 +7,50 @@ use shiftboss_core::model::TaskRecord;
 use shiftboss_core::{StepState, TaskId, TaskState};
 use shiftboss_store::{ListTasks, StoreError, Summary, TaskDetail, WorkflowSummary, event_kind as ev};
 
-pub fn get_task(c: &Connection, id: TaskId) -> Result<Option<TaskDetail>, StoreError> {
+/// Which tables a read looks at: the hot ones, or history (same columns, `_history` names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    Hot,
+    History,
+}
+
+impl Place {
+    fn table(self, name: &str) -> String {
+        match self {
+            Place::Hot => name.to_owned(),
+            Place::History => format!("{name}_history"),
+        }
+    }
+}
+
+pub fn get_task(c: &Connection, id: TaskId, place: Place) -> Result<Option<TaskDetail>, StoreError> {
     let task = c
-        .query_row(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"), [id.0], crate::rows::task)
+        .query_row(
+            &format!("SELECT {TASK_COLUMNS} FROM {} WHERE id = ?1", place.table("tasks")),
+            [id.0],
+            crate::rows::task,
+        )
         .optional()
         .map_err(map_err)?;
     let Some(task) = task else { return Ok(None) };
     let steps = collect(
         c,
-        &format!("SELECT {STEP_COLUMNS} FROM steps WHERE task_id = ?1 ORDER BY id"),
+        &format!("SELECT {STEP_COLUMNS} FROM {} WHERE task_id = ?1 ORDER BY id", place.table("steps")),
         [id.0],
         crate::rows::step,
     )?;
     let events = collect(
         c,
-        &format!("SELECT {EVENT_COLUMNS} FROM events WHERE task_id = ?1 ORDER BY id"),
+        &format!("SELECT {EVENT_COLUMNS} FROM {} WHERE task_id = ?1 ORDER BY id", place.table("events")),
         [id.0],
         crate::rows::event,
     )?;
     Ok(Some(TaskDetail { task, steps, events }))
 }
 
-pub fn find_task_by_key(c: &Connection, key: &str) -> Result<Option<TaskRecord>, StoreError> {
-    c.query_row(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE task_key = ?1"), [key], crate::rows::task)
-        .optional()
-        .map_err(map_err)
+pub fn find_task_by_key(c: &Connection, key: &str, place: Place) -> Result<Option<TaskRecord>, StoreError> {
+    let sql = format!("SELECT {TASK_COLUMNS} FROM {} WHERE task_key = ?1", place.table("tasks"));
+    c.query_row(&sql, [key], crate::rows::task).optional().map_err(map_err)
 }
 
 pub fn list_tasks(c: &Connection, p: &ListTasks) -> Result<Vec<TaskRecord>, StoreError> {

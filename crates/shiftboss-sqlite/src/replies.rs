@@ -3,42 +3,68 @@
 
 use crate::advance::advance_task;
 use crate::error::map_err;
+use crate::expire::write_plan;
 use crate::tx::Tx;
 use rusqlite::{OptionalExtension, params};
 use serde_json::json;
 use shiftboss_core::model::EventLevel;
+use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
 use shiftboss_core::state::StepEvent;
+use shiftboss_core::workflow::OnTimeout;
 use shiftboss_core::{StepState, TaskId};
+use shiftboss_store::lapse::{self, LapsedStep};
 use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, event_kind as ev};
 
 /// The longest error message kept on a step; longer ones are cut.
 const MAX_ERROR_LEN: usize = 2000;
 
-pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply) -> Result<ReplyOutcome, StoreError> {
+/// What a reply needs of its step.
+struct Replied {
+    task_id: TaskId,
+    state: StepState,
+    token: i64,
+    is_agent: bool,
+    agent: String,
+    failure_count: u32,
+    retry: Option<RetryPolicy>,
+    locked_by: Option<String>,
+}
+
+pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply, policies: &RetryPolicies) -> Result<ReplyOutcome, StoreError> {
     let row =
-        t.tx.prepare_cached("SELECT task_id, state, lease_token, kind = 'agent' FROM steps WHERE id = ?1")
-            .and_then(|mut st| {
-                st.query_row([r.step_id.0], |row| {
-                    Ok((
-                        TaskId(row.get(0)?),
-                        crate::rows::parsed::<StepState>(row, 1, "steps.state")?,
-                        row.get::<_, i64>(2)?,
-                        row.get::<_, bool>(3)?,
-                    ))
+        t.tx.prepare_cached(
+            "SELECT task_id, state, lease_token, kind = 'agent', agent, failure_count, retry, locked_by
+             FROM steps WHERE id = ?1",
+        )
+        .and_then(|mut st| {
+            st.query_row([r.step_id.0], |row| {
+                Ok(Replied {
+                    task_id: TaskId(row.get(0)?),
+                    state: crate::rows::parsed::<StepState>(row, 1, "steps.state")?,
+                    token: row.get(2)?,
+                    is_agent: row.get(3)?,
+                    agent: row.get(4)?,
+                    failure_count: row.get(5)?,
+                    retry: crate::rows::retry_policy(row, 6)?,
+                    locked_by: row.get(7)?,
                 })
-                .optional()
             })
-            .map_err(map_err)?;
-    let Some((task_id, state, token, is_agent)) = row else {
+            .optional()
+        })
+        .map_err(map_err)?;
+    let Some(step) = row else {
         return Ok(ReplyOutcome::Rejected { reason: format!("step {} does not exist", r.step_id) });
     };
-    if !is_agent {
+    let (task_id, state, token) = (step.task_id, step.state, step.token);
+    if !step.is_agent {
         // Control steps hold no lease: no reply may move them.
         return Ok(ReplyOutcome::Rejected { reason: format!("step {} is a control step, not an agent's", r.step_id) });
     }
     let event = match &r.result {
         ReplyResult::Completed(_) => StepEvent::Complete,
         ReplyResult::PermanentError(_) => StepEvent::PermanentError,
+        // Whether it gives up is the policy's to say below; either way it needs a processing step.
+        ReplyResult::Failed(_) => StepEvent::Fail { give_up: false },
     };
     let next = match state.on(event) {
         Ok(next) if token == r.lease_token.0 => next,
@@ -62,6 +88,22 @@ pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply) -> Result<ReplyOutcome, 
     let (output, error) = match &r.result {
         ReplyResult::Completed(v) => (Some(v.to_string()), None),
         ReplyResult::PermanentError(e) => (None, Some(truncate(e))),
+        ReplyResult::Failed(reason) => {
+            let held = LapsedStep {
+                agent: &step.agent,
+                failure_count: step.failure_count,
+                retry: step.retry.as_ref(),
+                locked_by: step.locked_by.as_deref(),
+                lease_token: token,
+                on_timeout: OnTimeout::Retry,
+            };
+            let plan = lapse::plan_failure(held, reason, t.now, policies, fastrand::f64());
+            if !write_plan(t, r.step_id, task_id, token, plan, actor)? {
+                return Err(StoreError::Backend(format!("fenced update of step {} changed no row", r.step_id)));
+            }
+            let adv = advance_task(t, task_id, actor)?;
+            return Ok(ReplyOutcome::Applied { task_state: adv.state, scheduled: adv.scheduled });
+        }
     };
     // The WHERE repeats the fence, so that this write cannot apply even if the checks above were wrong.
     let changed =

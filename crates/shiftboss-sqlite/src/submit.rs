@@ -50,16 +50,24 @@ pub fn latest_version(t: &Tx<'_>, name: &str) -> Result<Option<u32>, StoreError>
     t.tx.query_row("SELECT max(version) FROM workflows WHERE name = ?1", [name], |r| r.get(0)).map_err(map_err)
 }
 
+/// The task a key names, live or archived: its id, workflow and input as stored.
+pub fn key_owner(t: &Tx<'_>, key: &str) -> Result<Option<(TaskId, String, String)>, StoreError> {
+    for table in ["tasks", "tasks_history"] {
+        let found =
+            t.tx.prepare_cached(&format!("SELECT id, workflow, input FROM {table} WHERE task_key = ?1"))
+                .and_then(|mut st| st.query_row([key], |r| Ok((TaskId(r.get(0)?), r.get(1)?, r.get(2)?))).optional())
+                .map_err(map_err)?;
+        if found.is_some() {
+            return Ok(found);
+        }
+    }
+    Ok(None)
+}
+
 pub fn submit(t: &Tx<'_>, p: &SubmitTask) -> Result<Submitted, StoreError> {
     p.validate()?;
-    let existing: Option<(i64, String, String)> =
-        t.tx.query_row("SELECT id, workflow, input FROM tasks WHERE task_key = ?1", [&p.key], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })
-        .optional()
-        .map_err(map_err)?;
-    if let Some((id, workflow, input)) = existing {
-        return p.resubmission(TaskId(id), &workflow, &input);
+    if let Some((id, workflow, input)) = key_owner(t, &p.key)? {
+        return p.resubmission(id, &workflow, &input);
     }
     let version = match p.version {
         Some(v) => v,

@@ -153,6 +153,20 @@ macro_rules! conformance_suite {
                 claims_take_only_the_buckets_asked_for,
                 heartbeats_list_the_live_schedulers,
             }
+            jobs {
+                enqueue_writes_a_one_step_task_due_at_its_time_in_its_bucket,
+                a_failed_attempt_follows_the_interval_list_to_the_letter_then_gives_up,
+                a_unique_key_gives_back_the_same_job_live_or_archived,
+                bad_jobs_are_refused_and_change_nothing,
+                claims_filter_jobs_by_handler_and_bucket,
+                list_jobs_searches_by_handler_state_time_and_reason,
+                bulk_resubmit_counts_first_then_sends_given_up_jobs_back,
+            }
+            archive {
+                requires_a_live_leader_term,
+                the_archiver_leaves_live_work_and_recent_finishes_alone,
+                a_parent_moves_with_its_children_and_history_is_purged_after_keep,
+            }
         );
     };
     (@modules $fixture:expr; $( $module:ident { $( $case:ident ),* $(,)? } )*) => {

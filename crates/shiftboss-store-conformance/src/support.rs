@@ -90,6 +90,7 @@ impl<S: Store> Harness<S> {
         let p = RecordReplies {
             instance: id(instance),
             replies: vec![Reply { step_id: step, lease_token: token, result }],
+            policies: Default::default(),
         };
         let mut out = self.store.record_replies(p).await.unwrap_or_else(|e| panic!("reply for step {step}: {e}"));
         assert_eq!(out.len(), 1, "one outcome per reply");

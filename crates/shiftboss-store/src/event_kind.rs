@@ -43,3 +43,9 @@ pub const WAIT_ENDED: &str = "wait.ended";
 pub const STEP_SKIPPED: &str = "step.skipped";
 /// The supervisor found a lease lapsed on a step whose policy is to alert only: it stays.
 pub const STEP_OVERDUE: &str = "step.overdue";
+/// An agent (a retry job's handler) reported that an attempt failed; the retry policy set the next try.
+pub const STEP_FAILED: &str = "step.failed";
+/// The archiver moved a finished task, its steps and events to the history tables.
+pub const TASK_ARCHIVED: &str = "task.archived";
+/// A task was brought back from the history tables to run again.
+pub const TASK_RESTORED: &str = "task.restored";

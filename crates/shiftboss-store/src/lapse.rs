@@ -63,17 +63,50 @@ pub fn plan(step: LapsedStep<'_>, lapse: Lapse, now: Timestamp, policies: &Retry
         Lapse::Expired => (ev::STEP_EXPIRED, format!("lease expired: no reply by complete-by (held by {holder})")),
         Lapse::Released => (ev::STEP_RELEASED, format!("its scheduler {holder} restarted while holding it")),
     };
+    let reason = match step.on_timeout {
+        OnTimeout::FailTask if lapse == Lapse::Expired => "timed out; the step's policy fails the task",
+        _ => "retry policy exhausted",
+    };
+    finish(step, failure_count, next, due_at, kind, why, reason)
+}
+
+/// Decides for an attempt its agent reported as failed (a retry job's handler failure, M5): the
+/// next try after the policy's delay, with the count one up and the reason kept, or Error.
+pub fn plan_failure(
+    step: LapsedStep<'_>,
+    reason: &str,
+    now: Timestamp,
+    policies: &RetryPolicies,
+    random: f64,
+) -> LapsePlan {
+    let failure_count = step.failure_count + 1;
+    let decision = policies.resolve(step.agent, step.retry).after_failure(failure_count, random);
+    let give_up = decision == RetryDecision::GiveUp;
+    let next = StepState::Processing.on(StepEvent::Fail { give_up }).expect("a processing step can always fail");
+    let due_at = match decision {
+        RetryDecision::RetryAfter(d) => now.plus(d),
+        RetryDecision::GiveUp => now,
+    };
+    finish(step, failure_count, next, due_at, ev::STEP_FAILED, reason.to_owned(), "retry policy exhausted")
+}
+
+fn finish(
+    step: LapsedStep<'_>,
+    failure_count: u32,
+    next: StepState,
+    due_at: Timestamp,
+    kind: &'static str,
+    why: String,
+    give_up_reason: &str,
+) -> LapsePlan {
+    let give_up = next == StepState::Error;
     let detail = json!({
         "failure_count": failure_count,
         "lease_token": step.lease_token,
         "held_by": step.locked_by,
         "retry_at": (!give_up).then_some(due_at.0),
     });
-    let reason = match step.on_timeout {
-        OnTimeout::FailTask if lapse == Lapse::Expired => "timed out; the step's policy fails the task",
-        _ => "retry policy exhausted",
-    };
-    let alert = give_up.then(|| json!({"reason": reason, "failure_count": failure_count, "error": why}));
+    let alert = give_up.then(|| json!({"reason": give_up_reason, "failure_count": failure_count, "error": why}));
     LapsePlan { next, failure_count, due_at, why, kind, detail, alert }
 }
 
@@ -117,6 +150,19 @@ mod tests {
         assert_eq!((p.next, p.failure_count), (StepState::Error, 1));
         assert!(p.alert.unwrap()["reason"].as_str().unwrap().contains("fails the task"));
         assert_eq!(plan(s, Lapse::Released, Timestamp(0), &policies(), 0.5).next, StepState::Pending);
+    }
+
+    #[test]
+    fn a_reported_failure_follows_the_interval_list_and_keeps_its_reason() {
+        let now = Timestamp(1_000_000);
+        let first = plan_failure(step(0), "smtp refused", now, &policies(), 0.5);
+        assert_eq!((first.next, first.failure_count, first.due_at), (StepState::Pending, 1, Timestamp(1_001_000)));
+        assert_eq!((first.kind, first.why.as_str()), (ev::STEP_FAILED, "smtp refused"));
+        let second = plan_failure(step(1), "smtp refused", now, &policies(), 0.5);
+        assert_eq!(second.due_at, Timestamp(1_005_000));
+        let last = plan_failure(step(2), "still refused", now, &policies(), 0.5);
+        assert_eq!((last.next, last.failure_count), (StepState::Error, 3));
+        assert_eq!(last.alert.unwrap()["error"], "still refused");
     }
 
     #[test]

@@ -10,12 +10,14 @@ pub mod decided;
 pub mod error;
 pub mod event_kind;
 pub mod fault;
+pub mod jobs;
 pub mod lapse;
 pub mod params;
 pub mod subscription;
 
 pub use clock::{Clock, ManualClock};
 pub use error::StoreError;
+pub use jobs::*;
 pub use params::*;
 pub use subscription::{Subscription, WakeFn};
 
@@ -89,12 +91,37 @@ pub trait Store: Send + Sync + 'static {
     /// complete-by; a stale token is a `Conflict`.
     async fn extend_lease(&self, p: ExtendLease) -> Result<Timestamp>;
 
+    /// Enqueues retry jobs (M1): each a task of its handler's one-step workflow, written with its
+    /// step and `task.received` event; all of `p.jobs` in one transaction, or none. A unique key
+    /// that exists (live or in history) with the same handler and params gives back that job.
+    async fn enqueue_jobs(&self, p: EnqueueJobs) -> Result<Vec<Submitted>>;
+
+    /// Jobs matching a search, newest first, from the hot tables or from history.
+    async fn list_jobs(&self, q: JobQuery) -> Result<Vec<JobRecord>>;
+
+    /// One job by id or key, live or archived.
+    async fn find_job(&self, job: JobRef) -> Result<Option<JobRecord>>;
+
+    /// Sends given-up jobs matching a filter back to run, from the hot tables and from history
+    /// (a job in history is brought back first); with `dry_run`, only counts them.
+    async fn resubmit_jobs(&self, p: ResubmitJobs) -> Result<ResubmitReport>;
+
+    /// The archiver's pass (leader-only, fenced by the term): top-level tasks finished for
+    /// `after` move to history with their children, steps and events, in one transaction per
+    /// pass; history past `keep` is deleted. Live tasks are never touched.
+    async fn archive(&self, p: Archive) -> Result<ArchiveReport>;
+
     /// Every registered definition, by name then version.
     async fn list_workflows(&self) -> Result<Vec<WorkflowSummary>>;
 
     async fn get_task(&self, id: TaskId) -> Result<Option<TaskDetail>>;
 
     async fn find_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>>;
+
+    /// A task the archiver moved to history, with its steps and events as they were.
+    async fn get_archived_task(&self, id: TaskId) -> Result<Option<TaskDetail>>;
+
+    async fn find_archived_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>>;
 
     async fn list_tasks(&self, p: ListTasks) -> Result<Vec<TaskRecord>>;
 

@@ -133,6 +133,8 @@ pub struct ClaimedStep {
 pub struct RecordReplies {
     pub instance: InstanceId,
     pub replies: Vec<Reply>,
+    /// For a reply that reports a failed attempt: the policies that set its next try.
+    pub policies: Arc<RetryPolicies>,
 }
 
 #[derive(Debug, Clone)]
@@ -148,6 +150,10 @@ pub enum ReplyResult {
     Completed(serde_json::Value),
     /// The agent met a fault that will not pass: the step goes to Error at once (P16).
     PermanentError(String),
+    /// The attempt failed with this reason (a retry job's handler failure, M5): the step runs
+    /// again after its retry policy's next interval, its failure count one up, or goes to Error
+    /// when the policy has no try left.
+    Failed(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]

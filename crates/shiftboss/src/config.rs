@@ -26,18 +26,38 @@
 //! reconcile_interval = "1s"        # timed waits and task timeouts are enforced within it
 //! stale_after = "1m"               # a live task with nothing live is decided again after this
 //!
-//! [agents.stock]                   # an HTTP agent wrapping one service
+//! [archive]                        # leader-only: finished tasks and jobs move to history
+//! enabled = true
+//! interval = "10s"
+//! after = "1h"                     # how long a finished task stays in the hot tables
+//! keep = "90d"                     # history older than this is deleted; default: kept for ever
+//! batch = 1000
+//!
+//! [server]                         # the server side: serve's scheduler, supervisor and archiver
+//! enabled = true                   # false in a deployment that only enqueues (serve then refuses)
+//!
+//! [client]                         # retry jobs: how `jobs enqueue` spreads them (M3, M8)
+//! balance = "weighted"             # "hash" of the key (default), "round-robin" or "weighted"
+//! shares = [{ buckets = "0-127", weight = 2 }, { buckets = "128-255", weight = 1 }]
+//!
+//! [agents.stock]                   # an HTTP agent wrapping one service (a job handler is an agent)
 //! base_url = "http://127.0.0.1:8081"
 //! retry = { kind = "exponential", base = "1s", cap = "1m", jitter = 0.2, max_failures = 8 }
 //! max_concurrent = 20              # at most 20 stock steps running at once, across every process
 //! per_second = 100                 # at most 100 stock steps started per second, across every process
+//! timeout = "30s"                  # the complete-by window of a job of this handler
 //! ```
+//!
+//! Environment overrides besides those of the flags: `SHIFTBOSS_SERVER_ENABLED` (true or false)
+//! and `SHIFTBOSS_CLIENT_BALANCE` (hash, round-robin or weighted).
 
 use anyhow::Context;
 use serde::Deserialize;
+use shiftboss_core::buckets::parse_list;
+use shiftboss_core::jobs::{Balance, Share};
 use shiftboss_core::retry::RetryPolicy;
 use shiftboss_core::time::serde_duration;
-use shiftboss_engine::PollMode;
+use shiftboss_engine::{ClientConfig, HandlerDefaults, PollMode};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -54,7 +74,48 @@ pub struct FileConfig {
     #[serde(default)]
     pub supervisor: SupervisorSection,
     #[serde(default)]
+    pub archive: ArchiveSection,
+    #[serde(default)]
+    pub server: ServerSection,
+    #[serde(default)]
+    pub client: ClientSection,
+    #[serde(default, alias = "handlers")]
     pub agents: BTreeMap<String, AgentSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchiveSection {
+    pub enabled: Option<bool>,
+    #[serde(default, with = "serde_duration::option")]
+    pub interval: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub after: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub keep: Option<Duration>,
+    pub batch: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    pub enabled: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientSection {
+    pub balance: Option<String>,
+    #[serde(default)]
+    pub shares: Vec<ShareSection>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShareSection {
+    /// A bucket list such as "0-127,200".
+    pub buckets: String,
+    pub weight: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -104,6 +165,8 @@ pub struct AgentSection {
     pub retry: Option<RetryPolicy>,
     pub max_concurrent: Option<u32>,
     pub per_second: Option<u32>,
+    #[serde(default, with = "serde_duration::option")]
+    pub timeout: Option<Duration>,
 }
 
 impl FileConfig {
@@ -111,6 +174,49 @@ impl FileConfig {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading the config file {}", path.display()))?;
         toml::from_str(&text).map_err(|e| anyhow::anyhow!("config file {}: {e}", path.display()))
+    }
+
+    /// The environment's overrides of settings that have no flag.
+    pub fn apply_env(&mut self) -> anyhow::Result<()> {
+        if let Ok(v) = std::env::var("SHIFTBOSS_SERVER_ENABLED") {
+            let on =
+                v.parse::<bool>().map_err(|_| anyhow::anyhow!("SHIFTBOSS_SERVER_ENABLED={v:?}: use true or false"))?;
+            self.server.enabled = Some(on);
+        }
+        if let Ok(v) = std::env::var("SHIFTBOSS_CLIENT_BALANCE") {
+            self.client.balance = Some(v);
+        }
+        Ok(())
+    }
+
+    /// Whether this deployment runs the server side (serve's roles).
+    pub fn server_enabled(&self) -> bool {
+        self.server.enabled.unwrap_or(true)
+    }
+
+    /// The client side of retry jobs: the balance strategy and each handler's timeout.
+    pub fn client(&self) -> anyhow::Result<ClientConfig> {
+        let balance = match self.client.balance.as_deref() {
+            None | Some("hash") => Balance::Hash,
+            Some("round-robin") => Balance::RoundRobin,
+            Some("weighted") => {
+                let mut shares = Vec::new();
+                for s in &self.client.shares {
+                    let buckets =
+                        parse_list(&s.buckets).map_err(|e| anyhow::anyhow!("[client] shares: {:?}: {e}", s.buckets))?;
+                    shares.push(Share { buckets, weight: s.weight });
+                }
+                Balance::Weighted { shares }
+            }
+            Some(other) => anyhow::bail!("[client] balance {other:?}: use hash, round-robin or weighted"),
+        };
+        balance.validate().map_err(|e| anyhow::anyhow!("[client]: {e}"))?;
+        let handlers = self
+            .agents
+            .iter()
+            .map(|(name, a)| (name.clone(), HandlerDefaults { timeout: a.timeout, retry: a.retry.clone() }))
+            .collect();
+        Ok(ClientConfig { balance, handlers })
     }
 }
 
@@ -136,6 +242,21 @@ mod tests {
         assert_eq!(c.scheduler.weight, Some(2));
         assert_eq!(c.agents["stock"].base_url, "http://127.0.0.1:8081");
         assert!(matches!(c.agents["stock"].retry, Some(RetryPolicy::Exponential { .. })));
+        assert_eq!(c.archive.after, Some(Duration::from_secs(3600)));
+        assert!(c.server_enabled());
+        let client = c.client().unwrap();
+        assert!(matches!(&client.balance, Balance::Weighted { shares } if shares.len() == 2 && shares[0].weight == 2));
+        assert_eq!(client.handlers["stock"].timeout, Some(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn handlers_is_another_name_for_agents_and_the_server_can_be_switched_off() {
+        let c: FileConfig =
+            toml::from_str("[server]\nenabled = false\n[handlers.mail]\nbase_url = \"http://127.0.0.1:1\"\n").unwrap();
+        assert!(!c.server_enabled());
+        assert!(c.agents.contains_key("mail"));
+        let bad: FileConfig = toml::from_str("[client]\nbalance = \"weighted\"\n").unwrap();
+        assert!(bad.client().unwrap_err().to_string().contains("share"), "weighted needs shares");
     }
 
     #[test]

@@ -46,13 +46,17 @@ enum Command {
     /// Act on steps.
     #[command(subcommand)]
     Steps(commands::steps::StepsCommand),
+    /// Retry jobs: enqueue, list, show, search history, resubmit.
+    #[command(subcommand)]
+    Jobs(commands::jobs::JobsCommand),
 }
 
 async fn run(cli: Cli) -> anyhow::Result<bool> {
-    let file = match &cli.config {
+    let mut file = match &cli.config {
         Some(path) => FileConfig::load(path)?,
         None => FileConfig::default(),
     };
+    file.apply_env()?;
     let db = cli.db.clone().or_else(|| file.db.clone()).unwrap_or_else(|| target::DEFAULT_DB.to_owned());
     let db = DbTarget::parse(&db)?;
     match cli.command {
@@ -63,6 +67,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         Command::Workflows(c) => c.run(&db).await.map(|()| true),
         Command::Tasks(c) => c.run(&db).await.map(|()| true),
         Command::Steps(c) => c.run(&db).await.map(|()| true),
+        Command::Jobs(c) => c.run(&db, &file).await.map(|()| true),
     }
 }
 

@@ -18,6 +18,15 @@ impl WorkflowDef {
     /// Checks everything a definition must satisfy before it is registered.
     pub fn validate(&self) -> Result<(), DefinitionError> {
         check_name("name", &self.name)?;
+        // Retry jobs' workflows are made by the store; a user definition may not take their place.
+        if let Some(handler) = crate::jobs::handler_of(&self.name)
+            && crate::jobs::definition(handler).as_ref() != Ok(self)
+        {
+            return Err(err(
+                "name",
+                format!("names starting with {:?} are kept for retry jobs", crate::jobs::WORKFLOW_PREFIX),
+            ));
+        }
         if self.version == 0 {
             return Err(err("version", "must be 1 or more"));
         }

@@ -82,7 +82,10 @@ async fn work<S: Store>(store: S, instance: &'static str) -> (S, Vec<StepId>) {
                 result: ReplyResult::Completed(json!({"by": instance})),
             })
             .collect();
-        let outcomes = store.record_replies(RecordReplies { instance: id(instance), replies }).await.expect("reply");
+        let outcomes = store
+            .record_replies(RecordReplies { instance: id(instance), replies, policies: Default::default() })
+            .await
+            .expect("reply");
         for (c, o) in claimed.iter().zip(&outcomes) {
             assert!(matches!(o, ReplyOutcome::Applied { .. }), "{instance}'s reply for step {} was {o:?}", c.id);
         }
@@ -127,7 +130,10 @@ pub async fn reads_see_one_snapshot_while_another_handle_writes<F: Fixture>(f: F
                 .iter()
                 .map(|c| Reply { step_id: c.id, lease_token: c.lease_token, result: ReplyResult::Completed(json!({})) })
                 .collect();
-            writer.record_replies(RecordReplies { instance: id("sched-w"), replies }).await.expect("reply");
+            writer
+                .record_replies(RecordReplies { instance: id("sched-w"), replies, policies: Default::default() })
+                .await
+                .expect("reply");
         }
     });
 

@@ -1,6 +1,7 @@
 //! The cases, one module per store operation. Each `pub async fn` takes a fresh fixture and panics
 //! when the behaviour its name states is broken. [`crate::conformance_suite!`] lists them all.
 
+pub mod archive;
 pub mod buckets;
 pub mod cancel;
 pub mod claim;
@@ -9,6 +10,7 @@ pub mod concurrency;
 pub mod control;
 pub mod expire;
 pub mod fencing;
+pub mod jobs;
 pub mod leader;
 pub mod operator;
 pub mod policies;

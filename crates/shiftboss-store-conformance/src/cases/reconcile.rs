@@ -85,6 +85,7 @@ pub async fn racing_replies_and_reconciler_never_schedule_a_step_twice<F: Fixtur
                     lease_token: c.lease_token,
                     result: ReplyResult::Completed(json!(1)),
                 }],
+                policies: Default::default(),
             };
             store.record_replies(p).await
         }));

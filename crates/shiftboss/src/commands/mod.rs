@@ -1,5 +1,6 @@
 //! Operator commands.
 
+pub mod jobs;
 pub mod migrate;
 pub mod serve;
 pub mod steps;

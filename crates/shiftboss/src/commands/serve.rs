@@ -60,6 +60,13 @@ pub struct ServeArgs {
     /// The supervisor's leader lease time to live.
     #[arg(long, value_parser = humantime::parse_duration)]
     leader_ttl: Option<Duration>,
+    /// How long a finished task (or job) stays in the hot tables before the archiver moves it to
+    /// history.
+    #[arg(long, env = "SHIFTBOSS_ARCHIVE_AFTER", value_parser = humantime::parse_duration)]
+    archive_after: Option<Duration>,
+    /// How long history is kept (default: for ever).
+    #[arg(long, env = "SHIFTBOSS_ARCHIVE_KEEP", value_parser = humantime::parse_duration)]
+    archive_keep: Option<Duration>,
 }
 
 fn parse_poll_mode(s: &str) -> Result<PollMode, String> {
@@ -153,10 +160,29 @@ impl ServeArgs {
         if let Some(x) = fv.stale_after {
             v.stale_after = x;
         }
+        let (a, fa) = (&mut v.archive, &file.archive);
+        if let Some(x) = fa.enabled {
+            a.enabled = x;
+        }
+        if let Some(x) = fa.interval {
+            a.interval = x;
+        }
+        if let Some(x) = self.archive_after.or(fa.after) {
+            a.after = x;
+        }
+        if let Some(x) = self.archive_keep.or(fa.keep) {
+            a.keep = Some(x);
+        }
+        if let Some(x) = fa.batch {
+            a.batch = x;
+        }
         Ok(c)
     }
 
     pub async fn run(self, db: &DbTarget, file: &FileConfig) -> anyhow::Result<()> {
+        if !file.server_enabled() {
+            bail!("the server side is switched off here ([server] enabled = false, or SHIFTBOSS_SERVER_ENABLED=false)");
+        }
         let config = self.engine_config(file)?;
         if !config.roles.scheduler && !config.roles.supervisor {
             bail!("--roles names no role: use scheduler, supervisor or both");
@@ -183,7 +209,7 @@ impl ServeArgs {
             builder = builder.agent(name.clone(), agent);
         }
         let roles = config.roles;
-        let engine = builder.config(config).build()?;
+        let engine = builder.config(config).client(file.client()?).build()?;
         eprintln!(
             "shiftboss serve: instance {instance} on {db}, roles:{}{}",
             if roles.scheduler { " scheduler" } else { "" },

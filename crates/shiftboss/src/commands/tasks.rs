@@ -138,11 +138,21 @@ impl TasksCommand {
                 }
             }
             TasksCommand::Show { task, json } => {
-                let id = resolve(&*store, &task).await?;
-                let Some(detail) = store.get_task(id).await? else { bail!("no task with id {id}") };
+                let (detail, archived) = match resolve(&*store, &task).await {
+                    Ok(id) => match store.get_task(id).await? {
+                        Some(d) => (d, false),
+                        None => (archived_task(&*store, &task).await?, true),
+                    },
+                    Err(_) => (archived_task(&*store, &task).await?, true),
+                };
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&detail_json(&detail))?);
+                    let mut v = detail_json(&detail);
+                    v["archived"] = archived.into();
+                    println!("{}", serde_json::to_string_pretty(&v)?);
                 } else {
+                    if archived {
+                        println!("(archived: read from the history tables)");
+                    }
                     print_detail(&detail);
                 }
             }
@@ -186,6 +196,18 @@ async fn resolve(store: &dyn Store, task: &str) -> anyhow::Result<TaskId> {
     }
     match store.find_task_by_key(task).await? {
         Some(t) => Ok(t.id),
+        None => bail!("no task with id or key {task:?}"),
+    }
+}
+
+/// A task in history, by id or key.
+async fn archived_task(store: &dyn Store, task: &str) -> anyhow::Result<TaskDetail> {
+    let id = match task.parse::<i64>() {
+        Ok(id) => Some(TaskId(id)),
+        Err(_) => store.find_archived_task_by_key(task).await?.map(|t| t.id),
+    };
+    match id {
+        Some(id) => store.get_archived_task(id).await?.with_context(|| format!("no task with id or key {task:?}")),
         None => bail!("no task with id or key {task:?}"),
     }
 }

@@ -1,0 +1,188 @@
+//! The archiver (leader-only): finished top-level tasks move, with their sub-workflow children,
+//! steps and events, from the hot tables to the history tables of the same shape; history past its
+//! retention time is deleted. And the way back, for a given-up job resubmitted from history.
+//!
+//! Locks: the archiver must never move a task that another transaction is deciding. Every decider
+//! run holds its task's row lock and its ancestors' (see `lock`), so the archiver picks roots with
+//! `FOR UPDATE SKIP LOCKED`: a root someone holds is left for the next pass, and a root changed since
+//! the statement's snapshot is checked again (still finished, still old enough) once locked. Holding
+//! a root, it locks the root's descendants (which nobody can hold without the root, so this waits
+//! for nobody), and moves a tree only if every task in it has ended.
+//!
+//! History rows are locked the same way by those that move or delete them (a restore, the purge),
+//! so two resubmits never restore one task twice.
+
+use crate::expire::check_leader;
+use crate::rows::get;
+use crate::tx::Tx;
+use serde_json::json;
+use shiftboss_core::TaskId;
+use shiftboss_core::model::EventLevel;
+use shiftboss_core::time::duration_ms;
+use shiftboss_store::{Archive, ArchiveReport, StoreError, event_kind as ev};
+use std::collections::{HashMap, HashSet};
+
+/// The task states that never change again (but by an operator's retry, which locks the task).
+const ENDED: &str = "('completed', 'failed', 'cancelled', 'compensated', 'terminated')";
+
+pub async fn archive(t: &Tx<'_>, p: &Archive) -> Result<ArchiveReport, StoreError> {
+    check_leader(t, &p.leader).await?;
+    let actor = format!("archiver:{}", p.leader.holder);
+    let mut report = ArchiveReport::default();
+    let before = t.now.0.saturating_sub(duration_ms(p.after));
+    let rows = t
+        .query(
+            &format!(
+                "SELECT id FROM tasks
+                 WHERE parent_task_id IS NULL AND updated_at <= $1 AND state IN {ENDED}
+                 ORDER BY updated_at, id LIMIT $2
+                 FOR UPDATE SKIP LOCKED"
+            ),
+            &[&before, &i64::from(p.limit)],
+        )
+        .await?;
+    let roots = rows.iter().map(|r| get(r, 0)).collect::<Result<Vec<i64>, _>>()?;
+    let ids = ended_trees(t, &roots).await?;
+    if !ids.is_empty() {
+        // Written before the move, so that each moves with its task.
+        t.execute(
+            "INSERT INTO events (task_id, step_id, at, kind, level, actor, detail)
+             SELECT id, NULL, $2, $3, 'info', $4, '{}'
+               FROM unnest($1::bigint[]) WITH ORDINALITY AS a(id, n)
+              ORDER BY n",
+            &[&ids, &t.now.0, &ev::TASK_ARCHIVED, &actor],
+        )
+        .await?;
+        (report.tasks, report.steps, report.events) = move_rows(t, &ids, true).await?;
+    }
+    if let Some(keep) = p.keep {
+        report.purged = purge(t, t.now.0.saturating_sub(duration_ms(keep)), p.limit).await?;
+    }
+    Ok(report)
+}
+
+/// Locks the descendants of `roots` (held by this transaction) and returns the ids of every tree
+/// whose tasks have all ended, parents first. A tree with a live task (a child that did not end
+/// with its parent) stays where it is: it still has work to do.
+async fn ended_trees(t: &Tx<'_>, roots: &[i64]) -> Result<Vec<i64>, StoreError> {
+    if roots.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Ascending ids put a parent before its children (see `lock`).
+    let rows = t
+        .query(
+            &format!(
+                "WITH RECURSIVE tree (id) AS (
+                     SELECT id FROM tasks WHERE id = ANY($1)
+                     UNION ALL
+                     SELECT c.id FROM tasks c JOIN tree ON c.parent_task_id = tree.id
+                 )
+                 SELECT id, parent_task_id, state IN {ENDED} FROM tasks WHERE id IN (SELECT id FROM tree)
+                 ORDER BY id FOR UPDATE"
+            ),
+            &[&roots],
+        )
+        .await?;
+    let mut root_of: HashMap<i64, i64> = HashMap::new();
+    let mut live_roots = HashSet::new();
+    let mut members = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let (id, parent, ended): (i64, Option<i64>, bool) = (get(r, 0)?, get(r, 1)?, get(r, 2)?);
+        // A parent's id is lower, so it was seen first.
+        let root = parent.and_then(|p| root_of.get(&p).copied()).unwrap_or(id);
+        root_of.insert(id, root);
+        if !ended {
+            live_roots.insert(root);
+        }
+        members.push((id, root));
+    }
+    Ok(members.into_iter().filter(|(_, root)| !live_roots.contains(root)).map(|(id, _)| id).collect())
+}
+
+/// Moves the rows of tasks `ids` from one set of tables to the other, one statement per table
+/// (`DELETE ... RETURNING *` feeding an INSERT: the tables have the same columns in the same
+/// order); returns the (tasks, steps, events) moved.
+async fn move_rows(t: &Tx<'_>, ids: &[i64], to_history: bool) -> Result<(u64, u64, u64), StoreError> {
+    let mut moved = [0u64; 3];
+    // Steps point at their task (a foreign key, checked at the end of each statement): they leave
+    // the hot tables before their tasks, and come back after them.
+    let order: [(usize, &str, &str); 3] = if to_history {
+        [(2, "events", "task_id"), (1, "steps", "task_id"), (0, "tasks", "id")]
+    } else {
+        [(0, "tasks", "id"), (1, "steps", "task_id"), (2, "events", "task_id")]
+    };
+    for (slot, table, column) in order {
+        let (from, to, overriding) = if to_history {
+            (table.to_owned(), format!("{table}_history"), "")
+        } else {
+            // The hot tables' ids are GENERATED ALWAYS: a row keeps its id on the way back.
+            (format!("{table}_history"), table.to_owned(), "OVERRIDING SYSTEM VALUE")
+        };
+        moved[slot] = t
+            .execute(
+                &format!(
+                    "WITH moved AS (DELETE FROM {from} WHERE {column} = ANY($1) RETURNING *)
+                     INSERT INTO {to} {overriding} SELECT * FROM moved ORDER BY id"
+                ),
+                &[&ids],
+            )
+            .await?;
+    }
+    Ok((moved[0], moved[1], moved[2]))
+}
+
+/// Deletes history of top-level tasks that ended before `before`, children included.
+async fn purge(t: &Tx<'_>, before: i64, limit: u32) -> Result<u64, StoreError> {
+    let rows = t
+        .query(
+            "SELECT id FROM tasks_history WHERE parent_task_id IS NULL AND updated_at < $1
+             ORDER BY updated_at, id LIMIT $2
+             FOR UPDATE SKIP LOCKED",
+            &[&before, &i64::from(limit)],
+        )
+        .await?;
+    let roots = rows.iter().map(|r| get(r, 0)).collect::<Result<Vec<i64>, _>>()?;
+    if roots.is_empty() {
+        return Ok(0);
+    }
+    let ids = history_tree(t, &roots).await?;
+    let mut purged = 0;
+    for (table, column) in [("events_history", "task_id"), ("steps_history", "task_id"), ("tasks_history", "id")] {
+        let n = t.execute(&format!("DELETE FROM {table} WHERE {column} = ANY($1)"), &[&ids]).await?;
+        if table == "tasks_history" {
+            purged = n;
+        }
+    }
+    Ok(purged)
+}
+
+/// Archived tasks and their descendants, parents first.
+async fn history_tree(t: &Tx<'_>, roots: &[i64]) -> Result<Vec<i64>, StoreError> {
+    let rows = t
+        .query(
+            "WITH RECURSIVE tree (id) AS (
+                 SELECT id FROM tasks_history WHERE id = ANY($1)
+                 UNION ALL
+                 SELECT c.id FROM tasks_history c JOIN tree ON c.parent_task_id = tree.id
+             )
+             SELECT id FROM tree ORDER BY id",
+            &[&roots],
+        )
+        .await?;
+    rows.iter().map(|r| get(r, 0)).collect()
+}
+
+/// Brings an archived task (and its children) back to the hot tables, to run again. False when it
+/// is no longer in history (another resubmit brought it back, or the purge deleted it, since the
+/// caller found it there).
+pub async fn restore_tree(t: &Tx<'_>, root: TaskId, actor: &str) -> Result<bool, StoreError> {
+    // Waits for a restore or purge of the same task that is under way, then sees whether it is left.
+    let held = t.query_opt("SELECT id FROM tasks_history WHERE id = $1 FOR UPDATE", &[&root.0]).await?;
+    if held.is_none() {
+        return Ok(false);
+    }
+    let ids = history_tree(t, &[root.0]).await?;
+    move_rows(t, &ids, false).await?;
+    t.event(root, None, ev::TASK_RESTORED, EventLevel::Info, actor, json!({})).await?;
+    Ok(true)
+}

@@ -1,0 +1,141 @@
+//! The archiver (leader-only): finished top-level tasks move, with their sub-workflow children,
+//! steps and events, from the hot tables to the history tables of the same shape; history past
+//! its retention time is deleted. And the way back, for a given-up job resubmitted from history.
+
+use crate::error::map_err;
+use crate::expire::check_leader;
+use crate::tx::Tx;
+use rusqlite::params;
+use serde_json::json;
+use shiftboss_core::TaskId;
+use shiftboss_core::model::EventLevel;
+use shiftboss_core::time::duration_ms;
+use shiftboss_store::{Archive, ArchiveReport, StoreError, event_kind as ev};
+
+/// A task and its descendants, parents first, from `tasks` or `tasks_history`.
+fn tree(t: &Tx<'_>, table: &str, root: TaskId) -> Result<Vec<i64>, StoreError> {
+    let sql = format!(
+        "WITH RECURSIVE tree(id, depth) AS (
+             SELECT id, 0 FROM {table} WHERE id = ?1
+             UNION ALL SELECT c.id, tree.depth + 1 FROM {table} c JOIN tree ON c.parent_task_id = tree.id
+         ) SELECT id FROM tree ORDER BY depth, id"
+    );
+    let mut st = t.tx.prepare_cached(&sql).map_err(map_err)?;
+    let ids = st.query_map([root.0], |r| r.get(0)).map_err(map_err)?;
+    ids.collect::<Result<_, _>>().map_err(map_err)
+}
+
+/// Moves the rows of tasks `ids` (a JSON array) from one set of tables to the other; returns the
+/// (tasks, steps, events) moved.
+fn move_rows(t: &Tx<'_>, ids: &str, to_history: bool) -> Result<(u64, u64, u64), StoreError> {
+    let mut moved = [0u64; 3];
+    // Children rows (events, steps) go first one way and last the other, for the foreign keys.
+    let order: [(usize, &str, &str); 3] = if to_history {
+        [(2, "events", "task_id"), (1, "steps", "task_id"), (0, "tasks", "id")]
+    } else {
+        [(0, "tasks", "id"), (1, "steps", "task_id"), (2, "events", "task_id")]
+    };
+    for (slot, table, column) in order {
+        let (from, to) = if to_history {
+            (table.to_owned(), format!("{table}_history"))
+        } else {
+            (format!("{table}_history"), table.to_owned())
+        };
+        let filter = format!("{column} IN (SELECT value FROM json_each(?1))");
+        let n =
+            t.tx.prepare_cached(&format!("INSERT INTO {to} SELECT * FROM {from} WHERE {filter} ORDER BY id"))
+                .and_then(|mut st| st.execute([ids]))
+                .map_err(map_err)?;
+        t.tx.prepare_cached(&format!("DELETE FROM {from} WHERE {filter}"))
+            .and_then(|mut st| st.execute([ids]))
+            .map_err(map_err)?;
+        moved[slot] = n as u64;
+    }
+    Ok((moved[0], moved[1], moved[2]))
+}
+
+pub fn archive(t: &Tx<'_>, p: &Archive) -> Result<ArchiveReport, StoreError> {
+    check_leader(t, &p.leader)?;
+    let actor = format!("archiver:{}", p.leader.holder);
+    let mut report = ArchiveReport::default();
+    let roots: Vec<i64> = {
+        let mut st =
+            t.tx.prepare_cached(
+                "SELECT id FROM tasks
+                 WHERE parent_task_id IS NULL AND updated_at <= ?1
+                   AND state IN ('completed', 'failed', 'cancelled', 'compensated', 'terminated')
+                 ORDER BY updated_at LIMIT ?2",
+            )
+            .map_err(map_err)?;
+        let rows = st.query_map(params![t.now.0 - duration_ms(p.after), p.limit], |r| r.get(0)).map_err(map_err)?;
+        rows.collect::<Result<_, _>>().map_err(map_err)?
+    };
+    let mut ids = Vec::new();
+    for root in &roots {
+        let tree = tree(t, "tasks", TaskId(*root))?;
+        // A finished task's children have ended too; should one not have, the tree waits.
+        let live: i64 =
+            t.tx.prepare_cached(
+                "SELECT count(*) FROM tasks WHERE id IN (SELECT value FROM json_each(?1))
+                   AND state IN ('running', 'paused', 'compensating')",
+            )
+            .and_then(|mut st| st.query_row([json!(tree).to_string()], |r| r.get(0)))
+            .map_err(map_err)?;
+        if live == 0 {
+            ids.extend(tree);
+        }
+    }
+    if !ids.is_empty() {
+        for id in &ids {
+            t.event(TaskId(*id), None, ev::TASK_ARCHIVED, EventLevel::Info, &actor, json!({}))?;
+        }
+        let (tasks, steps, events) = move_rows(t, &json!(ids).to_string(), true)?;
+        report.tasks = tasks;
+        report.steps = steps;
+        report.events = events;
+    }
+    if let Some(keep) = p.keep {
+        report.purged = purge(t, t.now.0 - duration_ms(keep), p.limit)?;
+    }
+    Ok(report)
+}
+
+/// Deletes history of top-level tasks that ended before `before`, children included.
+fn purge(t: &Tx<'_>, before: i64, limit: u32) -> Result<u64, StoreError> {
+    let roots: Vec<i64> = {
+        let mut st =
+            t.tx.prepare_cached(
+                "SELECT id FROM tasks_history WHERE parent_task_id IS NULL AND updated_at < ?1
+                 ORDER BY updated_at LIMIT ?2",
+            )
+            .map_err(map_err)?;
+        let rows = st.query_map(params![before, limit], |r| r.get(0)).map_err(map_err)?;
+        rows.collect::<Result<_, _>>().map_err(map_err)?
+    };
+    let mut ids = Vec::new();
+    for root in roots {
+        ids.extend(tree(t, "tasks_history", TaskId(root))?);
+    }
+    let ids = json!(ids).to_string();
+    let mut purged = 0;
+    for (table, column) in [("events_history", "task_id"), ("steps_history", "task_id"), ("tasks_history", "id")] {
+        let n =
+            t.tx.prepare_cached(&format!("DELETE FROM {table} WHERE {column} IN (SELECT value FROM json_each(?1))"))
+                .and_then(|mut st| st.execute([&ids]))
+                .map_err(map_err)?;
+        if table == "tasks_history" {
+            purged = n as u64;
+        }
+    }
+    Ok(purged)
+}
+
+/// Brings an archived task (and its children) back to the hot tables, to run again.
+pub fn restore_tree(t: &Tx<'_>, root: TaskId, actor: &str) -> Result<(), StoreError> {
+    let ids = tree(t, "tasks_history", root)?;
+    if ids.is_empty() {
+        return Err(StoreError::NotFound { what: "archived task", id: root.to_string() });
+    }
+    move_rows(t, &json!(ids).to_string(), false)?;
+    t.event(root, None, ev::TASK_RESTORED, EventLevel::Info, actor, json!({}))
+}
