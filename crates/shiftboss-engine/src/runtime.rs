@@ -74,6 +74,7 @@ pub async fn run_step(
                 continue;
             }
         };
+        shiftboss_store::fault::reached(shiftboss_store::fault::FaultPoint::BeforeCall);
         // A panicking agent is an exception like an error: its strategy (or the default, a failed
         // attempt) decides, instead of the claim lapsing silently.
         let result = match until_deadline(&call, AssertUnwindSafe(agent.call(&call)).catch_unwind()).await {

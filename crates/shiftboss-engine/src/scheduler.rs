@@ -274,6 +274,7 @@ impl Scheduler {
                 pending
             };
             let batch: Vec<Reply> = pending.iter().map(|p| p.reply.clone()).collect();
+            shiftboss_store::fault::reached(shiftboss_store::fault::FaultPoint::AfterCall);
             let mut tries = 0u32;
             loop {
                 let p = RecordReplies {

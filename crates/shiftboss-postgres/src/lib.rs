@@ -199,7 +199,9 @@ impl PostgresStore {
         let t = Tx::new(db, self.now_on(&db).await?, &self.inner.defs);
         let out = f(&t).await?;
         t.notify_if_due(&self.inner.schema).await?;
+        fault::reached(fault::FaultPoint::BeforeCommit);
         tx.commit().await.map_err(map_err)?;
+        fault::reached(fault::FaultPoint::AfterCommit);
         Ok(out)
     }
 

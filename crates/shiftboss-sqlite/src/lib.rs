@@ -91,7 +91,9 @@ impl SqliteStore {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(map_err)?;
             let t = Tx::new(&tx, this.clock_now(), &this.inner.defs);
             let out = f(&t)?;
+            fault::reached(fault::FaultPoint::BeforeCommit);
             tx.commit().map_err(map_err)?;
+            fault::reached(fault::FaultPoint::AfterCommit);
             Ok(out)
         })
         .await

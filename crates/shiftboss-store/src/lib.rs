@@ -9,6 +9,7 @@ pub mod clock;
 pub mod decided;
 pub mod error;
 pub mod event_kind;
+pub mod fault;
 pub mod jobs;
 pub mod lapse;
 pub mod params;

@@ -1,5 +1,6 @@
 //! `shiftboss`: the command line of the shiftboss workflow engine.
 
+mod chaos;
 mod commands;
 mod config;
 mod demo;
@@ -29,6 +30,9 @@ enum Command {
     /// Run the order-processing demo: fake stock, payment and shipping services that fail on
     /// purpose, N orders through them, and a summary.
     Demo(demo::DemoArgs),
+    /// The fault-injection harness: real worker processes killed, paused and cut off from their
+    /// database while they run N orders; checks that nothing is lost, applied twice or applied late.
+    Chaos(chaos::ChaosArgs),
     /// Run the scheduler and supervisor roles (all or some) until stopped with Ctrl-C or SIGTERM.
     Serve(commands::serve::ServeArgs),
     /// Create the state store, or bring its schema to this build's version.
@@ -57,6 +61,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
     let db = DbTarget::parse(&db)?;
     match cli.command {
         Command::Demo(args) => demo::run(&db, args).await,
+        Command::Chaos(args) => chaos::run(cli.db.as_deref(), args).await,
         Command::Serve(args) => args.run(&db, &file).await.map(|()| true),
         Command::Migrate => commands::migrate::run(&db).await.map(|()| true),
         Command::Workflows(c) => c.run(&db).await.map(|()| true),

@@ -83,7 +83,8 @@ impl Scope for serde_json::Map<String, Value> {
 }
 
 /// A parsed expression. Its [`Display`](fmt::Display) form is canonical and parses back to an
-/// equal `Expr`.
+/// equal `Expr` when it is at most [`MAX_LEN`] bytes: escapes (`\"` for a quote) can make it
+/// longer than the text it was parsed from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Expr {
     node: ast::Node,

@@ -518,3 +518,18 @@ fn display_is_canonical_and_parses_back() {
         assert_eq!(canonical.parse::<Expr>(), Ok(expr), "{text}");
     }
 }
+
+/// Found by the `expression` fuzz target: escapes make the canonical text longer than the text it
+/// came from (`'"'` prints as `"\""`), so an expression near
+/// [`MAX_LEN`] can print to a text the parser refuses as too long. The round trip is promised only
+/// within the limit; definitions keep their own text, never a printed one, so nothing reparses it.
+#[test]
+fn the_canonical_text_round_trips_only_within_the_length_limit() {
+    let text = format!("'{}'", "\"".repeat(MAX_LEN - 2));
+    let expr = Expr::parse(&text).expect("a string literal within the limit parses");
+    let printed = expr.to_string();
+    assert!(printed.len() > MAX_LEN, "{}", printed.len());
+    assert_eq!(Expr::parse(&printed), Err(ExprError::TooLong));
+    let short = Expr::parse("'\"\"'").unwrap();
+    assert_eq!(Expr::parse(&short.to_string()), Ok(short));
+}

@@ -6,9 +6,9 @@
 //! it was: the orders are submitted under stable keys, so a rerun finds the same tasks.
 
 mod children;
-mod services;
+pub(crate) mod services;
 mod summary;
-mod workflow;
+pub(crate) mod workflow;
 
 use crate::target::DbTarget;
 use anyhow::{Context, bail};

@@ -1,0 +1,97 @@
+//! Fault injection for the chaos harness (`shiftboss chaos`): a process told to die at a given
+//! point kills itself there with SIGKILL, exactly as a crash at that instant would leave things.
+//!
+//! Inert unless `SHIFTBOSS_FAULT` is set when the process starts, as `POINT@N`: the process dies the
+//! N-th time it reaches POINT (`before-call`, `after-call`, `before-commit`, `after-commit`). A
+//! count rather than a probability, so that the harness chooses the moment from its own seed.
+//! The points cost one relaxed atomic load when unset.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Where a process may be told to die.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultPoint {
+    /// An agent is about to call its remote service.
+    BeforeCall,
+    /// A reply came back from the agent and has not been written to the store yet.
+    AfterCall,
+    /// A write transaction did all its statements; COMMIT is not sent yet (it rolls back).
+    BeforeCommit,
+    /// A write transaction committed; nothing after it ran (the caller never learns of it).
+    AfterCommit,
+}
+
+impl FaultPoint {
+    pub const ALL: [FaultPoint; 4] =
+        [FaultPoint::BeforeCall, FaultPoint::AfterCall, FaultPoint::BeforeCommit, FaultPoint::AfterCommit];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultPoint::BeforeCall => "before-call",
+            FaultPoint::AfterCall => "after-call",
+            FaultPoint::BeforeCommit => "before-commit",
+            FaultPoint::AfterCommit => "after-commit",
+        }
+    }
+
+    fn parse(s: &str) -> Option<FaultPoint> {
+        FaultPoint::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+}
+
+/// The environment variable read once at the first point reached.
+pub const FAULT_ENV: &str = "SHIFTBOSS_FAULT";
+
+struct Armed {
+    point: FaultPoint,
+    at: u64,
+    seen: AtomicU64,
+}
+
+fn armed() -> Option<&'static Armed> {
+    static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
+    ARMED
+        .get_or_init(|| {
+            let spec = std::env::var(FAULT_ENV).ok()?;
+            let (point, at) = parse_spec(&spec)?;
+            Some(Armed { point, at, seen: AtomicU64::new(0) })
+        })
+        .as_ref()
+}
+
+/// `POINT@N`, N >= 1; anything else leaves the process unarmed (a typo must not kill production).
+fn parse_spec(spec: &str) -> Option<(FaultPoint, u64)> {
+    let (point, at) = spec.split_once('@')?;
+    let at: u64 = at.parse().ok().filter(|n| *n >= 1)?;
+    Some((FaultPoint::parse(point)?, at))
+}
+
+/// Marks that the process reached `point`; dies here if it was told to.
+pub fn reached(point: FaultPoint) {
+    let Some(a) = armed() else { return };
+    if a.point == point && a.seen.fetch_add(1, Ordering::SeqCst) + 1 == a.at {
+        // SIGKILL to ourselves: no destructor, no flush, no rollback by us; the kernel closes the
+        // sockets and files, as for a crash or `kill -9`.
+        // SAFETY: kill(2) with our own pid and a valid signal number has no memory effects.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_and_typos_leave_the_process_unarmed() {
+        assert_eq!(parse_spec("before-call@3"), Some((FaultPoint::BeforeCall, 3)));
+        assert_eq!(parse_spec("after-commit@1"), Some((FaultPoint::AfterCommit, 1)));
+        assert_eq!(parse_spec("after-commit@0"), None);
+        assert_eq!(parse_spec("after-comit@2"), None);
+        assert_eq!(parse_spec("before-call"), None);
+        // Unset in the test environment: reaching a point does nothing.
+        reached(FaultPoint::BeforeCommit);
+    }
+}

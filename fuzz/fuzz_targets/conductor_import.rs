@@ -1,0 +1,18 @@
+//! Any Conductor WorkflowDef (or bundle), with TaskDefs given apart: the text is split at the
+//! first NUL byte into the workflow and one TaskDef text, so both inputs are explored.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_core::workflow::conductor::from_conductor_with_tasks;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let (workflow, tasks) = text.split_once('\0').unwrap_or((text, ""));
+    let task_defs: Vec<&str> = if tasks.is_empty() { vec![] } else { vec![tasks] };
+    if let Ok(import) = from_conductor_with_tasks(workflow, &task_defs) {
+        // What an import produces is registered as our own definition: it must be valid as one.
+        let stored = serde_json::to_string(&import.workflow).expect("an imported definition serialises");
+        WorkflowDef::from_json(&stored).expect("an imported definition is a valid definition");
+    }
+});
