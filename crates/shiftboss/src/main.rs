@@ -1,5 +1,6 @@
 //! `shiftboss`: the command line of the shiftboss workflow engine.
 
+mod bench;
 mod commands;
 mod config;
 mod demo;
@@ -29,6 +30,9 @@ enum Command {
     /// Run the order-processing demo: fake stock, payment and shipping services that fail on
     /// purpose, N orders through them, and a summary.
     Demo(demo::DemoArgs),
+    /// Benchmark workloads, one JSON line each (the harness is `bench/run`).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
     /// Run the scheduler and supervisor roles (all or some) until stopped with Ctrl-C or SIGTERM.
     Serve(commands::serve::ServeArgs),
     /// Create the state store, or bring its schema to this build's version.
@@ -53,6 +57,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
     let db = DbTarget::parse(&db)?;
     match cli.command {
         Command::Demo(args) => demo::run(&db, args).await,
+        Command::Bench(c) => c.run(&db).await.map(|()| true),
         Command::Serve(args) => args.run(&db, &file).await.map(|()| true),
         Command::Migrate => commands::migrate::run(&db).await.map(|()| true),
         Command::Workflows(c) => c.run(&db).await.map(|()| true),

@@ -8,7 +8,7 @@
 mod children;
 mod services;
 mod summary;
-mod workflow;
+pub mod workflow;
 
 use crate::target::DbTarget;
 use anyhow::{Context, bail};
