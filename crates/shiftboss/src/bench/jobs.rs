@@ -20,16 +20,26 @@ pub struct JobsArgs {
     /// Give up after this long.
     #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
     timeout: Duration,
+    /// Only enqueue, for another process (`shiftboss serve`) to drain.
+    #[arg(long)]
+    enqueue_only: bool,
 }
 
 pub async fn run(db: &DbTarget, a: JobsArgs) -> anyhow::Result<Value> {
     let store = db.open(true).await?;
-    let engine = noop::engine(store.clone(), "bench-jobs", &["noop"], noop::Noop::default(), noop::config(a.concurrency))
-        .await?;
+    let engine =
+        noop::engine(store.clone(), "bench-jobs", &["noop"], noop::Noop::default(), noop::config(a.concurrency))
+            .await?;
+    engine.register_workflow(&noop::workflow()).await?;
     let run = noop::run_id();
     let t = Instant::now();
     enqueue::bulk(db, (0..a.jobs).map(|n| noop::job(&run, n)).collect()).await?;
     let enqueue_s = t.elapsed().as_secs_f64();
+    if a.enqueue_only {
+        return Ok(
+            json!({"workload": "enqueue", "store": store_name(db), "jobs": a.jobs, "enqueue_s": round3(enqueue_s)}),
+        );
+    }
     eprintln!("bench jobs: {} enqueued in {enqueue_s:.1} s; draining", a.jobs);
 
     let t0 = Instant::now();

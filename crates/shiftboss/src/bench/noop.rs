@@ -12,13 +12,14 @@ use std::time::{Duration, Instant};
 
 pub const WORKFLOW: &str = "bench-noop";
 
-/// One agent step, "noop"; a short complete-by so a lost step comes back quickly, and the retry
+/// One agent step, "noop" (its config is for `serve --agent noop=URL`, which runs it over HTTP;
+/// the in-process agent ignores it); a short complete-by so a lost step comes back quickly, and the retry
 /// policy's shortest delay so a recovered step is due at once.
 pub fn workflow() -> WorkflowDef {
     WorkflowDef::from_json(
         r#"{"name": "bench-noop", "version": 1,
             "retry": {"kind": "intervals", "intervals": ["1ms", "1ms", "1ms"]},
-            "steps": [{"name": "noop", "agent": "noop", "timeout": "1s"}]}"#,
+            "steps": [{"name": "noop", "agent": "noop", "config": {"url": "/noop"}, "timeout": "1s"}]}"#,
     )
     .expect("the bench workflow is valid")
 }
@@ -74,7 +75,7 @@ pub fn config(slots: u32) -> EngineConfig {
     c
 }
 
-/// An engine with agents named `names`, all no-ops sharing one recorder, and the bench workflow.
+/// An engine with agents named `names`, all no-ops sharing one recorder.
 pub async fn engine(
     store: Arc<dyn Store>,
     instance: &str,
@@ -86,7 +87,5 @@ pub async fn engine(
     for n in names {
         b = b.agent(*n, agent.clone());
     }
-    let engine = b.build()?;
-    engine.register_workflow(&workflow()).await?;
-    Ok(engine)
+    Ok(b.build()?)
 }

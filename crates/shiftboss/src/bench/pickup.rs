@@ -38,6 +38,7 @@ pub async fn run(db: &DbTarget, a: PickupArgs) -> anyhow::Result<Value> {
     config.scheduler.poll_interval = a.poll_interval;
     let agent = noop::Noop { starts: Some(starts.clone()) };
     let engine = noop::engine(store.clone(), "bench-pickup", &["noop"], agent, config).await?;
+    engine.register_workflow(&noop::workflow()).await?;
     // A second handle: its submissions reach the engine only through the store.
     let submitter = match a.via {
         Via::Store => db.open(false).await?,
