@@ -42,6 +42,10 @@ pub async fn run(db: &DbTarget, a: RecoveryArgs) -> anyhow::Result<Value> {
         let key = job.key.clone();
         store.submit_task(job).await?;
         let complete_by_ms = run_victim(db, &format!("bench-victim-{run}-{round}"))?;
+        // The victim dies right after its claim; a rescuer started at once would tick its sweep
+        // and its poll in step with complete-by (1 s = 2 sweep intervals) and measure luck. A
+        // random offset within one interval gives the phase a real supervisor has.
+        tokio::time::sleep(a.supervisor_interval.mul_f64(fastrand::f64())).await;
 
         let starts = noop::Starts::default();
         let mut config = EngineConfig { roles: Roles::default(), ..noop::config(8) };
