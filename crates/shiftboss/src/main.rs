@@ -1,5 +1,6 @@
 //! `shiftboss`: the command line of the shiftboss workflow engine.
 
+mod bench;
 mod chaos;
 mod commands;
 mod config;
@@ -30,6 +31,9 @@ enum Command {
     /// Run the order-processing demo: fake stock, payment and shipping services that fail on
     /// purpose, N orders through them, and a summary.
     Demo(demo::DemoArgs),
+    /// Benchmark workloads, one JSON line each (the harness is `bench/run`).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
     /// The fault-injection harness: real worker processes killed, paused and cut off from their
     /// database while they run N orders; checks that nothing is lost, applied twice or applied late.
     Chaos(chaos::ChaosArgs),
@@ -61,6 +65,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
     let db = DbTarget::parse(&db)?;
     match cli.command {
         Command::Demo(args) => demo::run(&db, args).await,
+        Command::Bench(c) => c.run(&db).await.map(|()| true),
         Command::Chaos(args) => chaos::run(cli.db.as_deref(), args).await,
         Command::Serve(args) => args.run(&db, &file).await.map(|()| true),
         Command::Migrate => commands::migrate::run(&db).await.map(|()| true),

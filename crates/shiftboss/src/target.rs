@@ -70,7 +70,7 @@ impl DbTarget {
 
 /// The store's schema comes from a `schema=` parameter of the URL (default `shiftboss`); the rest
 /// of the URL goes to the driver, which does not know that parameter.
-fn split_schema(url: &str) -> anyhow::Result<(String, String)> {
+pub fn split_schema(url: &str) -> anyhow::Result<(String, String)> {
     let default = PgOptions::default().schema;
     let Some((base, query)) = url.split_once('?') else { return Ok((url.to_owned(), default)) };
     let mut schema = None;

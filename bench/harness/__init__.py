@@ -1,0 +1,1 @@
+"""The benchmark harness of shiftboss: `bench/run` drives these modules."""

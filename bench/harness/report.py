@@ -1,0 +1,103 @@
+"""The markdown report of one run: the machine, every figure, the targets, and what was noisy."""
+from .targets import check
+
+
+def _f(v, fmt="{:,.0f}"):
+    return "-" if v is None else fmt.format(v)
+
+
+def _lat(d):
+    if not d or not d.get("latency"):
+        return "-"
+    lat = d["latency"]
+    return f"{lat['p50_ms']:.2f} / {lat['p99_ms']:.2f} / {lat['max_ms']:.2f}"
+
+
+def _g(d, *path):
+    for p in path:
+        if not isinstance(d, dict) or d.get(p) is None:
+            return None
+        d = d[p]
+    return d
+
+
+def throughput_items(r):
+    """(label, jobs/s, kind) for the plot and the table."""
+    items = []
+    for store in ("postgres", "sqlite"):
+        items.append((f"shiftboss ({store})", _g(r, store, "jobs", "jobs_per_s"), "shiftboss"))
+    for name, d in sorted((r.get("peers") or {}).items()):
+        items.append((f"{name} ({d.get('db')})", d.get("jobs_per_s"), "peer"))
+    items.append(("PG 1-row UPDATE, 1 client (tx/s)", _g(r, "raw", "pg_update_c1", "tps"), "raw"))
+    items.append(("PG 1-row UPDATE, 8 clients (tx/s)", _g(r, "raw", "pg_update_c8", "tps"), "raw"))
+    items.append(("SQLite 1-row commit, NORMAL (/s)", _g(r, "raw", "sqlite_normal", "commits_per_s"), "raw"))
+    items.append(("SQLite 1-row commit, FULL (/s)", _g(r, "raw", "sqlite_full", "commits_per_s"), "raw"))
+    return items
+
+
+def write(r, path, plot_name):
+    m = r["machine"]
+    L = [f"# shiftboss benchmark: {r['started']}", ""]
+    L += [f"Command: `{r['command']}` ({'smoke: tiny sizes, figures mean nothing' if r['smoke'] else 'full run'}); "
+          f"{r['elapsed_s'] / 60:.1f} minutes.", ""]
+    L += ["## Machine", "", "| | |", "|---|---|"]
+    L += [f"| {k.replace('_', ' ')} | {v} |" for k, v in m.items()]
+    L += [f"| load average at end | {r.get('load_average_at_end', '-')} |", ""]
+    L += ["The machine is shared: other engineers' builds and test suites ran on the same 2 cores and the same",
+          "PostgreSQL server during this run (see the load averages), so every figure carries that noise.", ""]
+
+    L += ["## Throughput: one-step no-op jobs, enqueued in bulk, then drained", "",
+          f"{r['sizes']['jobs']:,} jobs each; durable commits everywhere (PostgreSQL synchronous_commit "
+          f"{m.get('postgres_synchronous_commit')}; SQLite FULL for shiftboss and for apalis-sqlite).", "",
+          "| system | store | jobs/s | drain s |", "|---|---|---:|---:|"]
+    for store in ("postgres", "sqlite"):
+        d = _g(r, store, "jobs") or {}
+        L.append(f"| shiftboss | {store} | {_f(d.get('jobs_per_s'))} | {_f(d.get('drain_s'), '{:.1f}')} |")
+    for name, d in sorted((r.get("peers") or {}).items()):
+        L.append(f"| {name} | {d.get('db')} | {_f(d.get('jobs_per_s'))} | {_f(d.get('drain_s'), '{:.1f}')} |")
+    L += ["", f"![jobs per second]({plot_name})", ""]
+
+    L += ["## Raw limits (same run)", "", "| limit | per second |", "|---|---:|",
+          f"| PostgreSQL 1-row UPDATE transactions, pgbench, 1 client | {_f(_g(r, 'raw', 'pg_update_c1', 'tps'))} |",
+          f"| PostgreSQL 1-row UPDATE transactions, pgbench, 8 clients | {_f(_g(r, 'raw', 'pg_update_c8', 'tps'))} |",
+          f"| SQLite 1-row WAL commits, synchronous NORMAL (rusqlite) | "
+          f"{_f(_g(r, 'raw', 'sqlite_normal', 'commits_per_s'))} |",
+          f"| SQLite 1-row WAL commits, synchronous FULL (rusqlite) | {_f(_g(r, 'raw', 'sqlite_full', 'commits_per_s'))} |",
+          ""]
+
+    L += ["## shiftboss workloads", "", "| workload | SQLite | PostgreSQL |", "|---|---:|---:|"]
+
+    def both(label, fn):
+        L.append(f"| {label} | {fn(r.get('sqlite') or {})} | {fn(r.get('postgres') or {})} |")
+
+    both("3-step order workflows/s, in-process no-op agents", lambda s: _f(_g(s, "flow", "workflows_per_s")))
+    both("3-step order workflows/s, `demo --no-faults` (HTTP services + their ledger)",
+         lambda s: _f(_g(s, "demo", "workflows_per_s")))
+    both("pickup p50 / p99 / max ms, submit through the engine", lambda s: _lat(s.get("pickup_engine")))
+    both("pickup p50 / p99 / max ms, submit through another store handle", lambda s: _lat(s.get("pickup_store")))
+    both("recovery: complete-by to next start, p50 / p99 / max ms", lambda s: _lat(s.get("recovery")))
+    both("idle serve: database transactions/s", lambda s: _f(_g(s, "idle", "xact_per_s"), "{:.2f}"))
+    both("idle serve: peak RSS MB", lambda s: _f((_g(s, "idle", "vm_hwm_kb") or 0) / 1024 or None, "{:.1f}"))
+    both("serve under load (jobs over HTTP): peak RSS MB",
+         lambda s: _f((_g(s, "load", "vm_hwm_kb") or 0) / 1024 or None, "{:.1f}"))
+    rec = _g(r, "postgres", "recovery") or _g(r, "sqlite", "recovery") or {}
+    L += ["", f"Pickup: one job every {r['sizes']['pickup_every_ms']} ms for {r['sizes']['pickup_s']} s on an idle "
+          f"store. Recovery: supervisor interval {rec.get('supervisor_interval_ms', '-')} ms, scheduler poll "
+          f"{rec.get('poll_interval_ms', '-')} ms, step complete-by 1 s.", ""]
+
+    L += ["## Scale: claim, completion and sweep with finished records", "",
+          "| store | finished records | claim p50 ms | complete p50 ms | sweep p50 ms |", "|---|---:|---:|---:|---:|"]
+    for store in ("sqlite", "postgres"):
+        for s in _g(r, store, "scale") or []:
+            L.append(f"| {store} | {s['finished_records']:,} | {_f(_g(s, 'claim', 'p50_ms'), '{:.2f}')} | "
+                     f"{_f(_g(s, 'complete', 'p50_ms'), '{:.2f}')} | {_f(_g(s, 'sweep', 'p50_ms'), '{:.2f}')} |")
+    L += ["", f"Each: {r['sizes']['scale_rounds']} rounds of 100 jobs claimed at once, completed at once, then one "
+          "sweep. Finished records are one completed task and one processed step each, in the hot tables.", ""]
+
+    L += ["## Targets", "", "| target | figure | limit | verdict |", "|---|---|---|---|"]
+    for t in check(r):
+        L.append(f"| {t['target']} | {t['figure']} | {t['limit']} | {t['verdict']} |")
+    if r.get("failures"):
+        L += ["", "## Failures", ""] + [f"- {f}" for f in r["failures"]]
+    with open(path, "w") as f:
+        f.write("\n".join(L) + "\n")

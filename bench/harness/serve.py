@@ -1,0 +1,112 @@
+"""One `shiftboss serve` process: its database transactions per second when idle (PostgreSQL's
+pg_stat_database), and its peak RSS (VmHWM) idle and under load."""
+import http.server
+import os
+import sqlite3
+import subprocess
+import threading
+import time
+
+from .util import log, run
+
+
+def vm(pid, field):
+    """A field of /proc/PID/status in kB (VmHWM: peak resident set; VmRSS: now)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return None
+
+
+class _Sink(http.server.BaseHTTPRequestHandler):
+    """The remote service of the load test: answers every call at once."""
+
+    def do_POST(self):  # noqa: N802: the name http.server calls
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args):
+        pass
+
+
+def start_sink():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def start_serve(sb, db, instance, sink_url=None):
+    cmd = [sb.exe, "--db", db, "serve", "--instance-id", instance, "--stop-when-stdin-closes"]
+    if sink_url:
+        cmd += ["--agent", f"noop={sink_url}", "--concurrency", "256"]
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=sb.workdir)
+
+
+def stop_serve(p):
+    p.stdin.close()
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def idle(sb, pg, db, db_name, seconds, settle):
+    """An idle serve (scheduler and supervisor, defaults) for `seconds`: transactions committed in
+    its own database per second (PostgreSQL only; `db_name` None skips it), and its RSS.
+    PostgreSQL flushes a backend's counters when it goes idle, at most every 10 s, or when it
+    exits: the count starts after `settle` seconds and ends after the process has exited."""
+    run([sb.exe, "--db", db, "migrate"], cwd=sb.workdir)
+    p = start_serve(sb, db, "bench-idle")
+    try:
+        time.sleep(settle)
+        c0 = pg.xact_commit(db_name) if db_name else None
+        time.sleep(seconds)
+        hwm, rss = vm(p.pid, "VmHWM"), vm(p.pid, "VmRSS")
+    finally:
+        stop_serve(p)
+    out = {"seconds": seconds, "vm_hwm_kb": hwm, "vm_rss_kb": rss}
+    if db_name:
+        time.sleep(1.5)
+        out["xacts"] = pg.xact_commit(db_name) - c0
+        out["xact_per_s"] = out["xacts"] / seconds
+    return out
+
+
+def _live_steps(db):
+    if db.startswith("postgres"):
+        base, schema = db.split("?schema=")
+        out = run(["psql", base, "-Atqc", f"SELECT count(*) FROM {schema}.steps WHERE state IN ('pending', 'processing')"])
+        return int(out.strip())
+    c = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        return c.execute("SELECT count(*) FROM steps WHERE state IN ('pending', 'processing')").fetchone()[0]
+    finally:
+        c.close()
+
+
+def under_load(sb, db, jobs):
+    """`jobs` no-op jobs enqueued, then run by a serve process over HTTP against a local sink; its
+    peak RSS while it drains them."""
+    enq = sb.bench(db, "jobs", "--jobs", jobs, "--enqueue-only")
+    server, url = start_sink()
+    p = start_serve(sb, db, "bench-load", url)
+    t0 = time.monotonic()
+    try:
+        while _live_steps(db) > 0:
+            if time.monotonic() - t0 > 1800:
+                raise TimeoutError("serve did not drain within 30 minutes")
+            time.sleep(0.5)
+        drain = time.monotonic() - t0
+        hwm = vm(p.pid, "VmHWM")
+    finally:
+        stop_serve(p)
+        server.shutdown()
+    log(f"serve under load: {jobs} jobs over HTTP in {drain:.1f} s, VmHWM {hwm} kB")
+    return {"jobs": jobs, "enqueue_s": enq["enqueue_s"], "drain_s": drain, "vm_hwm_kb": hwm}

@@ -1,0 +1,69 @@
+"""Issue 6's targets, as ratios of figures from the same run. Each check says what it compared and
+whether it held; a figure that was not measured gives "not measured", never a pass."""
+
+
+def _get(d, *path):
+    for p in path:
+        if not isinstance(d, dict) or d.get(p) is None:
+            return None
+        d = d[p]
+    return d
+
+
+def _row(name, figure, limit, ok):
+    return {"target": name, "figure": figure, "limit": limit,
+            "verdict": "not measured" if ok is None else ("met" if ok else "missed")}
+
+
+def check(r):
+    rows = []
+    pg_jobs = _get(r, "postgres", "jobs", "jobs_per_s")
+    lite_jobs = _get(r, "sqlite", "jobs", "jobs_per_s")
+    peers = {k: v.get("jobs_per_s") for k, v in (r.get("peers") or {}).items() if v and v.get("db") == "postgres"}
+    fastest = max(peers.items(), key=lambda kv: kv[1]) if peers else None
+    if pg_jobs and fastest:
+        ratio = pg_jobs / fastest[1]
+        rows.append(_row("PostgreSQL jobs/s >= 2x the fastest peer", f"{ratio:.2f}x ({fastest[0]})", ">= 2.0x",
+                         ratio >= 2.0))
+    else:
+        rows.append(_row("PostgreSQL jobs/s >= 2x the fastest peer", "-", ">= 2.0x", None))
+    c8 = _get(r, "raw", "pg_update_c8", "tps")
+    ok = None if not (pg_jobs and c8) else pg_jobs / c8 >= 1.0
+    rows.append(_row("PostgreSQL jobs/s >= raw 1-row UPDATE tps at 8 clients",
+                     f"{pg_jobs / c8:.2f}x" if ok is not None else "-", ">= 1.0x", ok))
+    normal = _get(r, "raw", "sqlite_normal", "commits_per_s")
+    ok = None if not (lite_jobs and normal) else lite_jobs / normal >= 0.5
+    rows.append(_row("SQLite jobs/s >= 0.5x raw 1-row commits/s (NORMAL)",
+                     f"{lite_jobs / normal:.2f}x" if ok is not None else "-", ">= 0.5x", ok))
+    for store in ("sqlite", "postgres"):
+        for via in ("engine", "store"):
+            lat = _get(r, store, f"pickup_{via}", "latency")
+            ok = None if not lat else (lat["p50_ms"] <= 1.0 and lat["p99_ms"] <= 5.0)
+            fig = f"p50 {lat['p50_ms']:.2f} ms, p99 {lat['p99_ms']:.2f} ms" if lat else "-"
+            rows.append(_row(f"pickup on {store} (submit via {via})", fig, "p50 <= 1 ms, p99 <= 5 ms", ok))
+    for store in ("sqlite", "postgres"):
+        rec = _get(r, store, "recovery")
+        if rec:
+            limit = rec["supervisor_interval_ms"] + 100
+            rows.append(_row(f"recovery on {store}", f"max {rec['latency']['max_ms']:.0f} ms "
+                             f"(p50 {rec['latency']['p50_ms']:.0f})", f"<= {limit} ms",
+                             rec["latency"]["max_ms"] <= limit))
+        else:
+            rows.append(_row(f"recovery on {store}", "-", "interval + 100 ms", None))
+    for store in ("sqlite", "postgres"):
+        sc = _get(r, store, "scale") or []
+        if len(sc) >= 2 and sc[0]["claim"] and sc[-1]["claim"]:
+            a, b = sc[0]["claim"]["p50_ms"], sc[-1]["claim"]["p50_ms"]
+            change = (b - a) / a
+            rows.append(_row(f"claim cost flat on {store}, 0 to {sc[-1]['finished_records']:,} finished",
+                             f"{a:.2f} -> {b:.2f} ms ({change:+.0%})", "within +-10%", abs(change) <= 0.10))
+        else:
+            rows.append(_row(f"claim cost flat on {store}", "-", "within +-10%", None))
+    idle = _get(r, "postgres", "idle", "xact_per_s")
+    rows.append(_row("idle load of one serve (PostgreSQL)", f"{idle:.2f} xact/s" if idle is not None else "-",
+                     "<= 1 xact/s", None if idle is None else idle <= 1.0))
+    for store in ("sqlite", "postgres"):
+        kb = _get(r, store, "idle", "vm_hwm_kb")
+        rows.append(_row(f"idle serve peak RSS ({store})", f"{kb / 1024:.1f} MB" if kb else "-", "<= 50 MB",
+                         None if not kb else kb / 1024 <= 50))
+    return rows

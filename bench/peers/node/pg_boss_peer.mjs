@@ -1,0 +1,36 @@
+// pg-boss 10 as a benchmark peer: N no-op jobs inserted in bulk (boss.insert), then drained by
+// workers that fetch and complete in batches. Prints one JSON line.
+// Usage: node pg_boss_peer.mjs CONNECTION_STRING N   (an empty database)
+import PgBoss from "pg-boss";
+
+const [connectionString, nArg] = process.argv.slice(2);
+const n = Number(nArg);
+// Its documented knobs for throughput in v10: batchSize per fetch, several work() loops, and the
+// shortest polling interval it allows.
+const BATCH = 500;
+const WORKERS = 4;
+const CHUNK = 10000;
+
+const boss = new PgBoss({ connectionString, max: WORKERS + 4, supervise: false, schedule: false });
+boss.on("error", (e) => console.error(e));
+await boss.start();
+await boss.createQueue("noop");
+for (let i = 0; i < n; i += CHUNK) {
+  const k = Math.min(CHUNK, n - i);
+  await boss.insert(Array.from({ length: k }, () => ({ name: "noop", data: {} })));
+}
+
+const t0 = performance.now();
+for (let w = 0; w < WORKERS; w++) {
+  await boss.work("noop", { batchSize: BATCH, pollingIntervalSeconds: 0.5 }, async () => {});
+}
+const db = boss.getDb();
+for (;;) {
+  const { rows } = await db.executeSql("select count(*)::int as c from pgboss.job where name = 'noop' and state = 'completed'");
+  if (rows[0].c >= n) break;
+  await new Promise((r) => setTimeout(r, 20));
+}
+const drain = (performance.now() - t0) / 1000;
+await boss.stop({ graceful: false, wait: false });
+console.log(JSON.stringify({ peer: "pg-boss", db: "postgres", jobs: n, drain_s: drain, jobs_per_s: n / drain }));
+process.exit(0);

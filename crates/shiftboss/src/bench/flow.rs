@@ -1,0 +1,74 @@
+//! 3-step workflows per second: the demo's order workflow (reserve stock, charge, ship; with its
+//! compensations defined but never needed) with in-process no-op agents, so the figure is the
+//! engine's and the store's alone. N orders are enqueued in bulk, then drained.
+//! (`shiftboss demo --no-faults` runs the same workflow through real HTTP services; the harness
+//! measures that too.)
+
+use super::{BenchError, enqueue, noop, stats::round3, store_name};
+use crate::demo::workflow::{order_input, order_workflow};
+use crate::target::DbTarget;
+use clap::Args;
+use serde_json::{Value, json};
+use shiftboss_store::SubmitTask;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Args)]
+pub struct FlowArgs {
+    #[arg(long, default_value_t = 10_000)]
+    orders: u32,
+    #[arg(long, default_value_t = 512)]
+    concurrency: u32,
+    #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+}
+
+pub async fn run(db: &DbTarget, a: FlowArgs) -> anyhow::Result<Value> {
+    let store = db.open(true).await?;
+    let engine = noop::engine(
+        store.clone(),
+        "bench-flow",
+        &["stock", "payment", "shipping"],
+        noop::Noop::default(),
+        noop::config(a.concurrency),
+    )
+    .await?;
+    let wf = order_workflow();
+    engine.register_workflow(&wf).await?;
+    let run = noop::run_id();
+    let orders: Vec<SubmitTask> = (1..=a.orders)
+        .map(|n| {
+            let (key, input) = order_input(n);
+            SubmitTask {
+                key: format!("{run}-{key}"),
+                workflow: wf.name.clone(),
+                version: Some(wf.version),
+                input,
+                priority: 0,
+                actor: "bench".into(),
+            }
+        })
+        .collect();
+    enqueue::bulk(db, orders).await?;
+    let steps = u64::from(a.orders) * 3;
+    let t0 = Instant::now();
+    let running = engine.start();
+    let give_up = t0 + a.timeout;
+    loop {
+        let done = engine.metrics().completed;
+        if done >= steps {
+            break;
+        }
+        if Instant::now() > give_up {
+            running.shutdown().await;
+            return Err(BenchError::Timeout { what: "order workflows", after: a.timeout, done, total: steps }.into());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    running.shutdown().await;
+    Ok(json!({
+        "workload": "flow", "store": store_name(db), "workflows": a.orders, "steps": steps,
+        "drain_s": round3(secs), "workflows_per_s": round3(f64::from(a.orders) / secs),
+        "steps_per_s": round3(steps as f64 / secs),
+    }))
+}

@@ -1,0 +1,68 @@
+//! Throughput: N one-step no-op jobs enqueued in bulk (not timed), then drained by one engine in
+//! this process. The figure is jobs per second of the drain, from the engine's start to the commit
+//! of the last completion (the engine counts a completion once its reply's transaction commits).
+
+use super::{BenchError, enqueue, noop, stats::round3, store_name};
+use crate::target::DbTarget;
+use clap::Args;
+use serde_json::{Value, json};
+use shiftboss_core::TaskState;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    /// How many jobs.
+    #[arg(long, default_value_t = 100_000)]
+    jobs: u64,
+    /// Steps in flight (and the claim and reply batch size).
+    #[arg(long, default_value_t = 512)]
+    concurrency: u32,
+    /// Give up after this long.
+    #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Only enqueue, for another process (`shiftboss serve`) to drain.
+    #[arg(long)]
+    enqueue_only: bool,
+}
+
+pub async fn run(db: &DbTarget, a: JobsArgs) -> anyhow::Result<Value> {
+    let store = db.open(true).await?;
+    let engine =
+        noop::engine(store.clone(), "bench-jobs", &["noop"], noop::Noop::default(), noop::config(a.concurrency))
+            .await?;
+    engine.register_workflow(&noop::workflow()).await?;
+    let run = noop::run_id();
+    let t = Instant::now();
+    enqueue::bulk(db, (0..a.jobs).map(|n| noop::job(&run, n)).collect()).await?;
+    let enqueue_s = t.elapsed().as_secs_f64();
+    if a.enqueue_only {
+        return Ok(
+            json!({"workload": "enqueue", "store": store_name(db), "jobs": a.jobs, "enqueue_s": round3(enqueue_s)}),
+        );
+    }
+    eprintln!("bench jobs: {} enqueued in {enqueue_s:.1} s; draining", a.jobs);
+
+    let t0 = Instant::now();
+    let running = engine.start();
+    let give_up = t0 + a.timeout;
+    loop {
+        let done = engine.metrics().completed;
+        if done >= a.jobs {
+            break;
+        }
+        if Instant::now() > give_up {
+            running.shutdown().await;
+            return Err(BenchError::Timeout { what: "drain", after: a.timeout, done, total: a.jobs }.into());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let drain_s = t0.elapsed().as_secs_f64();
+    running.shutdown().await;
+    let counts = store.task_counts().await?;
+    let completed = counts.iter().filter(|(s, _)| *s == TaskState::Completed).map(|(_, n)| n).sum::<u64>();
+    Ok(json!({
+        "workload": "jobs", "store": store_name(db), "jobs": a.jobs, "concurrency": a.concurrency,
+        "enqueue_s": round3(enqueue_s), "drain_s": round3(drain_s), "jobs_per_s": round3(a.jobs as f64 / drain_s),
+        "completed_tasks_in_store": completed,
+    }))
+}

@@ -1,0 +1,91 @@
+//! The no-op job of every throughput workload: a one-step workflow whose agent does nothing, and
+//! engine settings sized for a drain (large batches, many slots).
+
+use serde_json::{Value, json};
+use shiftboss_core::InstanceId;
+use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_engine::{Agent, AgentCall, AgentError, Engine, EngineConfig};
+use shiftboss_store::{Store, SubmitTask};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const WORKFLOW: &str = "bench-noop";
+
+/// One agent step, "noop" (its config is for `serve --agent noop=URL`, which runs it over HTTP;
+/// the in-process agent ignores it); a short complete-by so a lost step comes back quickly, and the retry
+/// policy's shortest delay so a recovered step is due at once.
+pub fn workflow() -> WorkflowDef {
+    WorkflowDef::from_json(
+        r#"{"name": "bench-noop", "version": 1,
+            "retry": {"kind": "intervals", "intervals": ["1ms", "1ms", "1ms"]},
+            "steps": [{"name": "noop", "agent": "noop", "config": {"url": "/noop"}, "timeout": "1s"}]}"#,
+    )
+    .expect("the bench workflow is valid")
+}
+
+/// The job `n` of a run: keys are unique per run so that a reused database never dedupes them.
+pub fn job(run: &str, n: u64) -> SubmitTask {
+    let key = format!("bench-{run}-{n}");
+    SubmitTask {
+        key: key.clone(),
+        workflow: WORKFLOW.into(),
+        version: Some(1),
+        input: json!({ "k": key }),
+        priority: 0,
+        actor: "bench".into(),
+    }
+}
+
+/// A run id, so keys of two runs never meet.
+pub fn run_id() -> String {
+    format!("{:08x}", fastrand::u32(..))
+}
+
+/// Does nothing. When it has a recorder, notes when each job's call started, by key.
+#[derive(Clone, Default)]
+pub struct Noop {
+    pub starts: Option<Starts>,
+}
+
+pub type Starts = Arc<Mutex<HashMap<String, Instant>>>;
+
+#[async_trait::async_trait]
+impl Agent for Noop {
+    async fn call(&self, call: &AgentCall) -> Result<Value, AgentError> {
+        if let Some(starts) = &self.starts {
+            let now = Instant::now();
+            if let Some(k) = call.input["k"].as_str() {
+                starts.lock().unwrap_or_else(|p| p.into_inner()).entry(k.to_owned()).or_insert(now);
+            }
+        }
+        Ok(Value::Null)
+    }
+}
+
+/// The scheduler sized for throughput: `slots` steps in flight, claimed and recorded in batches
+/// of up to `slots`. Durability is the store's own (SQLite FULL, PostgreSQL synchronous_commit on).
+pub fn config(slots: u32) -> EngineConfig {
+    let mut c = EngineConfig::default();
+    c.scheduler.concurrency = slots;
+    c.scheduler.claim_batch = slots;
+    c.scheduler.reply_batch = slots as usize;
+    // Submissions in this process and finished steps wake the scheduler; the poll is a fallback.
+    c.scheduler.poll_interval = Duration::from_millis(100);
+    c
+}
+
+/// An engine with agents named `names`, all no-ops sharing one recorder.
+pub async fn engine(
+    store: Arc<dyn Store>,
+    instance: &str,
+    names: &[&str],
+    agent: Noop,
+    config: EngineConfig,
+) -> anyhow::Result<Engine> {
+    let mut b = Engine::builder(store, InstanceId::new(instance)?).config(config);
+    for n in names {
+        b = b.agent(*n, agent.clone());
+    }
+    Ok(b.build()?)
+}
