@@ -68,4 +68,12 @@ pub struct ChaosArgs {
     /// after a failure).
     #[arg(long)]
     keep: bool,
+    /// Skew the workers' wall clocks, alternately 10 minutes ahead and 10 minutes behind (with
+    /// libfaketime, PostgreSQL only): every lease decision uses the database's clock, so no
+    /// outcome may change.
+    #[arg(long)]
+    skew_clocks: bool,
+    /// libfaketime's library, for --skew-clocks (Debian's package faketime).
+    #[arg(long, default_value = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")]
+    faketime_lib: PathBuf,
 }

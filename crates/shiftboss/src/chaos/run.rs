@@ -34,6 +34,14 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
     if counts.iter().any(|(_, n)| *n > 0) {
         bail!("{} already holds tasks: chaos needs an empty store", s.target);
     }
+    let faketime = match (args.skew_clocks, &s.pg) {
+        (false, _) => None,
+        (true, None) => bail!("--skew-clocks needs PostgreSQL: a SQLite store's clock is its host's, shared by design"),
+        (true, Some(_)) if !args.faketime_lib.exists() => {
+            bail!("--skew-clocks: {} is missing (install Debian's package faketime)", args.faketime_lib.display())
+        }
+        (true, Some(_)) => Some(args.faketime_lib.clone()),
+    };
     let def = workflow::order_workflow();
     store.register_workflow(&def).await?;
 
@@ -53,6 +61,7 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
         ],
         concurrency: args.concurrency,
         logs: workdir.clone(),
+        faketime,
     };
     let processes = args.processes.unwrap_or(if s.pg.is_some() { 3 } else { 1 }) as usize;
     let mut workers: Vec<Worker> = (1..=processes).map(|n| Worker::new(format!("chaos-{n}"))).collect();
@@ -61,8 +70,9 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
     }
     let menu = Menu { postgres: s.pg.is_some(), restart_postgres: args.restart_postgres, workers: processes };
     eprintln!(
-        "shiftboss chaos: {} orders, {processes} worker(s) on {}, seed {seed}, work directory {}",
+        "shiftboss chaos: {} orders, {processes} worker(s){} on {}, seed {seed}, work directory {}",
         args.tasks,
+        if recipe.faketime.is_some() { " with wall clocks 10 minutes ahead or behind" } else { "" },
         s.target,
         workdir.display()
     );

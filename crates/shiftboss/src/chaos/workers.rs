@@ -48,6 +48,8 @@ pub struct Recipe {
     pub agents: Vec<String>,
     pub concurrency: u32,
     pub logs: PathBuf,
+    /// libfaketime, when the workers' wall clocks are skewed.
+    pub faketime: Option<PathBuf>,
 }
 
 pub struct Worker {
@@ -100,6 +102,14 @@ impl Worker {
         }
         if let Some((point, n)) = fault {
             cmd.env(FAULT_ENV, format!("{}@{n}", point.as_str()));
+        }
+        if let Some(lib) = &r.faketime {
+            // Odd-numbered workers run 10 minutes ahead, even ones 10 minutes behind. Only the wall
+            // clock moves: the monotonic clock, which measures the engine's own deadlines, does not.
+            let odd = self.instance.chars().last().and_then(|c| c.to_digit(10)).is_some_and(|d| d % 2 == 1);
+            cmd.env("LD_PRELOAD", lib)
+                .env("FAKETIME", if odd { "+10m" } else { "-10m" })
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
         self.child = Some(cmd.spawn().context("starting a shiftboss serve worker")?);
         self.armed = fault.map(|(p, _)| p);
