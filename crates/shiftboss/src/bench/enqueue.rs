@@ -1,7 +1,6 @@
-//! Putting jobs in the store. Bulk enqueue uses each store's `submit_task_in`, many submissions per
-//! transaction, because the throughput workload times the drain, not the enqueue.
-//!
-//! When the jobs API (`enqueue`) lands, `bulk` and `one` are the only places to change.
+//! Putting tasks in the store for the workflow workloads. Bulk enqueue uses each store's
+//! `submit_task_in`, many submissions per transaction, because the workloads time the drain, not
+//! the enqueue. (The throughput workload enqueues real retry jobs through the engine instead.)
 
 use crate::target::{DbTarget, split_schema};
 use anyhow::Context;
