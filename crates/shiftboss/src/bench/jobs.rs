@@ -4,11 +4,11 @@
 //! reply's transaction commits).
 
 use super::{BenchError, noop, stats::round3, store_name};
-use shiftboss_engine::JobOptions;
 use crate::target::DbTarget;
 use clap::Args;
 use serde_json::{Value, json};
 use shiftboss_core::TaskState;
+use shiftboss_engine::JobOptions;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Args)]
