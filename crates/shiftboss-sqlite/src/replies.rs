@@ -24,34 +24,23 @@ struct Replied {
     state: StepState,
     token: i64,
     is_agent: bool,
-    agent: String,
-    failure_count: u32,
-    retry: Option<RetryPolicy>,
-    locked_by: Option<String>,
 }
 
 pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply, policies: &RetryPolicies) -> Result<ReplyOutcome, StoreError> {
     let row =
-        t.tx.prepare_cached(
-            "SELECT task_id, state, lease_token, kind = 'agent', agent, failure_count, retry, locked_by
-             FROM steps WHERE id = ?1",
-        )
-        .and_then(|mut st| {
-            st.query_row([r.step_id.0], |row| {
-                Ok(Replied {
-                    task_id: TaskId(row.get(0)?),
-                    state: crate::rows::parsed::<StepState>(row, 1, "steps.state")?,
-                    token: row.get(2)?,
-                    is_agent: row.get(3)?,
-                    agent: row.get(4)?,
-                    failure_count: row.get(5)?,
-                    retry: crate::rows::retry_policy(row, 6)?,
-                    locked_by: row.get(7)?,
+        t.tx.prepare_cached("SELECT task_id, state, lease_token, kind = 'agent' FROM steps WHERE id = ?1")
+            .and_then(|mut st| {
+                st.query_row([r.step_id.0], |row| {
+                    Ok(Replied {
+                        task_id: TaskId(row.get(0)?),
+                        state: crate::rows::parsed::<StepState>(row, 1, "steps.state")?,
+                        token: row.get(2)?,
+                        is_agent: row.get(3)?,
+                    })
                 })
+                .optional()
             })
-            .optional()
-        })
-        .map_err(map_err)?;
+            .map_err(map_err)?;
     let Some(step) = row else {
         return Ok(ReplyOutcome::Rejected { reason: format!("step {} does not exist", r.step_id) });
     };
@@ -89,11 +78,20 @@ pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply, policies: &RetryPolicies
         ReplyResult::Completed(v) => (Some(v.to_string()), None),
         ReplyResult::PermanentError(e) => (None, Some(truncate(e))),
         ReplyResult::Failed(reason) => {
+            // Only a failure needs the count and the policy: a completion does not parse them.
+            let (agent, failure_count, retry, locked_by): (String, u32, Option<RetryPolicy>, Option<String>) =
+                t.tx.prepare_cached("SELECT agent, failure_count, retry, locked_by FROM steps WHERE id = ?1")
+                    .and_then(|mut st| {
+                        st.query_row([r.step_id.0], |row| {
+                            Ok((row.get(0)?, row.get(1)?, crate::rows::retry_policy(row, 2)?, row.get(3)?))
+                        })
+                    })
+                    .map_err(map_err)?;
             let held = LapsedStep {
-                agent: &step.agent,
-                failure_count: step.failure_count,
-                retry: step.retry.as_ref(),
-                locked_by: step.locked_by.as_deref(),
+                agent: &agent,
+                failure_count,
+                retry: retry.as_ref(),
+                locked_by: locked_by.as_deref(),
                 lease_token: token,
                 on_timeout: OnTimeout::Retry,
             };

@@ -71,8 +71,12 @@ impl EnqueueJob {
         if !self.params.is_object() {
             return bad("job params must be a JSON object".into());
         }
-        let size = serde_json::to_vec(&self.params).map(|v| v.len()).unwrap_or(usize::MAX);
-        if size > MAX_INPUT_BYTES || self.params.to_string().contains("\\u0000") {
+        // Serialized once: its length, and NUL (which PostgreSQL cannot keep), escaped as \u0000.
+        let Ok(text) = serde_json::to_string(&self.params) else {
+            return bad("job params cannot be written as JSON".into());
+        };
+        let size = text.len();
+        if size > MAX_INPUT_BYTES || text.contains("\\u0000") {
             return bad(format!("job params are {size} bytes; at most {MAX_INPUT_BYTES}, with no NUL characters"));
         }
         if let Some(p) = &self.retry
