@@ -18,6 +18,7 @@ use shiftboss_core::{TaskId, TaskState, Timestamp};
 use shiftboss_store::{StoreError, decided, event_kind as ev};
 use std::future::Future;
 use std::pin::Pin;
+use tokio_postgres::Row;
 
 /// How many times one advance decides again after a child ended at once.
 const MAX_ROUNDS: usize = 64;
@@ -41,22 +42,27 @@ pub struct TaskRow {
     pub depth: i32,
 }
 
+/// The columns [`task_row`] reads, in its order.
+pub const TASK_ROW_COLUMNS: &str = "state, workflow, workflow_version, input, task_key, priority, depth";
+
 pub async fn load_task(t: &Tx<'_>, task_id: TaskId) -> Result<TaskRow, StoreError> {
     let row = t
-        .query_opt(
-            "SELECT state, workflow, workflow_version, input, task_key, priority, depth FROM tasks WHERE id = $1",
-            &[&task_id.0],
-        )
+        .query_opt(&format!("SELECT {TASK_ROW_COLUMNS} FROM tasks WHERE id = $1"), &[&task_id.0])
         .await?
         .ok_or_else(|| StoreError::NotFound { what: "task", id: task_id.to_string() })?;
+    task_row(&row, 0)
+}
+
+/// A [`TaskRow`] from [`TASK_ROW_COLUMNS`], starting at column `at`.
+pub fn task_row(row: &Row, at: usize) -> Result<TaskRow, StoreError> {
     Ok(TaskRow {
-        state: parsed(&row, 0, "tasks.state")?,
-        workflow: get(&row, 1)?,
-        version: crate::rows::count(&row, 2, "tasks.workflow_version")?,
-        input: json(&row, 3, "tasks.input")?,
-        key: get(&row, 4)?,
-        priority: get(&row, 5)?,
-        depth: get(&row, 6)?,
+        state: parsed(row, at, "tasks.state")?,
+        workflow: get(row, at + 1)?,
+        version: crate::rows::count(row, at + 2, "tasks.workflow_version")?,
+        input: json(row, at + 3, "tasks.input")?,
+        key: get(row, at + 4)?,
+        priority: get(row, at + 5)?,
+        depth: get(row, at + 6)?,
     })
 }
 
@@ -117,30 +123,30 @@ pub async fn set_task_state(t: &Tx<'_>, task_id: TaskId, state: TaskState) -> Re
     Ok(())
 }
 
+/// The columns [`step_view`] reads, in its order.
+pub const STEP_VIEW_COLUMNS: &str = "id, name, kind, state, input, output, last_error, updated_at, compensates";
+
 /// The decider's view of the task's rows, in creation order.
 pub async fn load_views(t: &Tx<'_>, task_id: TaskId) -> Result<Vec<StepView>, StoreError> {
     let rows = t
-        .query(
-            "SELECT id, name, kind, state, input, output, last_error, updated_at, compensates
-             FROM steps WHERE task_id = $1 ORDER BY id",
-            &[&task_id.0],
-        )
+        .query(&format!("SELECT {STEP_VIEW_COLUMNS} FROM steps WHERE task_id = $1 ORDER BY id"), &[&task_id.0])
         .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(StepView {
-                id: get(r, 0)?,
-                name: get(r, 1)?,
-                kind: step_kind(r, 2)?,
-                state: parsed(r, 3, "steps.state")?,
-                input: json(r, 4, "steps.input")?,
-                output: opt_json(r, 5, "steps.output")?,
-                last_error: get(r, 6)?,
-                updated_at: Timestamp(get(r, 7)?),
-                compensates: get(r, 8)?,
-            })
-        })
-        .collect()
+    rows.iter().map(|r| step_view(r, 0)).collect()
+}
+
+/// A [`StepView`] from [`STEP_VIEW_COLUMNS`], starting at column `at`.
+pub fn step_view(r: &Row, at: usize) -> Result<StepView, StoreError> {
+    Ok(StepView {
+        id: get(r, at)?,
+        name: get(r, at + 1)?,
+        kind: step_kind(r, at + 2)?,
+        state: parsed(r, at + 3, "steps.state")?,
+        input: json(r, at + 4, "steps.input")?,
+        output: opt_json(r, at + 5, "steps.output")?,
+        last_error: get(r, at + 6)?,
+        updated_at: Timestamp(get(r, at + 7)?),
+        compensates: get(r, at + 8)?,
+    })
 }
 
 /// Writes one action; returns how many agent steps it scheduled.

@@ -56,9 +56,11 @@ mod listen;
 mod lock;
 pub mod migrate;
 mod operator;
+mod planner;
 mod query;
 mod reconcile;
 mod replies;
+mod reply_set;
 mod rows;
 mod schedulers;
 mod steps;
@@ -119,6 +121,8 @@ struct Inner {
     defs: DefCache,
     clock: Clock,
     schema: String,
+    /// Counts bulk inserts, to analyze when they outgrow the planner's statistics.
+    freshness: Arc<planner::Freshness>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -161,7 +165,14 @@ impl PostgresStore {
             .build()
             .map_err(|e| StoreError::InvalidInput(format!("connection pool: {e}")))?;
         let store = PostgresStore {
-            inner: Arc::new(Inner { pool, config, defs: DefCache::default(), clock, schema: opts.schema.clone() }),
+            inner: Arc::new(Inner {
+                pool,
+                config,
+                defs: DefCache::default(),
+                clock,
+                schema: opts.schema.clone(),
+                freshness: Default::default(),
+            }),
         };
         if opts.run_migrations {
             store.migrate().await?;
@@ -373,7 +384,9 @@ impl Store for PostgresStore {
 
     async fn enqueue_jobs(&self, p: EnqueueJobs) -> Result<Vec<Submitted>> {
         check_batch(&p)?;
-        self.write(async |t| enqueue::enqueue(t, &p.jobs, &p.actor).await).await
+        let out = self.write(async |t| enqueue::enqueue(t, &p.jobs, &p.actor).await).await?;
+        self.inner.freshness.wrote(out.len() as u64, &self.inner.pool);
+        Ok(out)
     }
 
     async fn list_jobs(&self, q: JobQuery) -> Result<Vec<JobRecord>> {

@@ -54,6 +54,24 @@ pub async fn lock_tasks(t: &Tx<'_>, ids: &[TaskId]) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Locks top-level tasks (the caller read that none has a parent), in ascending id order as
+/// [`lock_tasks`] does, without its walk up the tree: a reply batch of retry jobs locks hundreds.
+pub async fn lock_roots(t: &Tx<'_>, ids: &[TaskId]) -> Result<(), StoreError> {
+    let mut ids: Vec<i64> = {
+        let held = t.locked.lock().unwrap_or_else(|p| p.into_inner());
+        ids.iter().filter(|id| !held.contains(id)).map(|id| id.0).collect()
+    };
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let rows = t.query("SELECT id FROM tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE", &[&ids]).await?;
+    let locked = rows.iter().map(|r| get(r, 0).map(TaskId)).collect::<Result<Vec<_>, _>>()?;
+    t.locked.lock().unwrap_or_else(|p| p.into_inner()).extend(locked);
+    Ok(())
+}
+
 /// Locks a child of a task this transaction holds (see the module's rules: this never waits on a
 /// decider, since whoever decides on the child holds the parent first).
 pub async fn lock_child(t: &Tx<'_>, child: TaskId) -> Result<(), StoreError> {

@@ -11,7 +11,8 @@
 
 use crate::advance::advance_task;
 use crate::expire::write_plan;
-use crate::lock::lock_tasks;
+use crate::lock::{lock_roots, lock_tasks};
+use crate::reply_set;
 use crate::rows::{count, get, parsed, retry_policy};
 use crate::tx::Tx;
 use futures_util::{StreamExt, stream};
@@ -51,20 +52,52 @@ pub async fn record_replies(
         task_of.insert(get(r, 0)?, (TaskId(get(r, 1)?), get(r, 2)?));
     }
     let tasks: Vec<TaskId> = task_of.values().map(|(id, _)| *id).collect();
-    lock_tasks(t, &tasks).await?;
-    // Replies of one task are recorded in order, one decide after the other. Top-level tasks are
-    // independent (a decide touches its own task and its children only), so their replies go
-    // side by side: their statements are pipelined on the connection instead of each waiting for
-    // the last one's round trip. A child task's decide can move its parent, which another reply
-    // may be deciding, so replies to child tasks go one by one after the rest.
+    if task_of.values().any(|(_, nested)| *nested) {
+        lock_tasks(t, &tasks).await?;
+    } else {
+        lock_roots(t, &tasks).await?;
+    }
+    // A task with one completion or permanent error in the batch, and no parent, is recorded with
+    // the others like it as a set (`reply_set`): a few statements for the whole batch.
+    let mut replies_of: HashMap<TaskId, usize> = HashMap::with_capacity(task_of.len());
+    for r in replies {
+        if let Some((task, _)) = task_of.get(&r.step_id.0) {
+            *replies_of.entry(*task).or_default() += 1;
+        }
+    }
+    // The other replies of one task are recorded in order, one decide after the other. Top-level
+    // tasks are independent (a decide touches its own task and its children only), so their
+    // replies go side by side: their statements are pipelined on the connection instead of each
+    // waiting for the last one's round trip. A child task's decide can move its parent, which
+    // another reply may be deciding, so replies to child tasks go one by one after the rest.
+    let mut set: Vec<(usize, TaskId)> = Vec::new();
     let mut by_task: BTreeMap<TaskId, Vec<usize>> = BTreeMap::new();
     let mut nested = Vec::new();
     let mut out: Vec<Option<ReplyOutcome>> = vec![None; replies.len()];
     for (i, r) in replies.iter().enumerate() {
         match task_of.get(&r.step_id.0) {
+            Some((task, false)) if reply_set::takes(r) && replies_of[task] == 1 => set.push((i, *task)),
             Some((task, false)) => by_task.entry(*task).or_default().push(i),
             Some((task, true)) => nested.push((i, *task)),
             None => out[i] = Some(ReplyOutcome::Rejected { reason: format!("step {} does not exist", r.step_id) }),
+        }
+    }
+    if !set.is_empty() {
+        let batch: Vec<(&Reply, TaskId)> = set.iter().map(|&(i, task)| (&replies[i], task)).collect();
+        let outcomes = reply_set::record_set(t, actor, &batch).await?;
+        for ((i, task_id), outcome) in set.into_iter().zip(outcomes) {
+            out[i] = Some(match outcome {
+                Some(o) => o,
+                None => {
+                    let r = &replies[i];
+                    let event = if matches!(r.result, ReplyResult::Completed(_)) {
+                        StepEvent::Complete
+                    } else {
+                        StepEvent::PermanentError
+                    };
+                    reject(t, actor, task_id, r, event).await?
+                }
+            });
         }
     }
     let groups = by_task.into_iter().map(|(task_id, indexes)| async move {

@@ -78,6 +78,7 @@ macro_rules! conformance_suite {
                 permanent_error_fails_the_step_and_the_task_with_alerts,
                 a_second_reply_on_the_same_lease_is_rejected,
                 reply_to_an_unknown_step_is_rejected,
+                a_mixed_batch_is_recorded_as_each_reply_alone,
             }
             fencing {
                 late_reply_with_the_old_token_is_rejected,

@@ -5,7 +5,7 @@ use crate::support::*;
 use serde_json::json;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::{LeaseToken, StepId, StepState, TaskState};
-use shiftboss_store::{ReplyOutcome, ReplyResult, event_kind as ev};
+use shiftboss_store::{RecordReplies, Reply, ReplyOutcome, ReplyResult, Store, event_kind as ev};
 
 pub async fn completed_replies_run_a_workflow_to_completion<F: Fixture>(f: F) {
     let h = Harness::open(&f).await;
@@ -93,4 +93,74 @@ pub async fn reply_to_an_unknown_step_is_rejected<F: Fixture>(f: F) {
     let out = h.reply("sched-1", StepId(987_654), LeaseToken(1), ReplyResult::Completed(json!({}))).await;
     assert!(matches!(out, ReplyOutcome::Rejected { .. }), "{out:?}");
     assert_eq!(h.snapshot().await, before);
+}
+
+/// One batch holding every kind of reply is recorded as each reply alone would be (a store may
+/// write a batch's simple replies together): a completion that ends its task, one that schedules
+/// the next step, a permanent error, a failed attempt, a reply on a lease that is not held, and a
+/// second reply to a step already answered earlier in the same batch.
+pub async fn a_mixed_batch_is_recorded_as_each_reply_alone<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register_standard().await;
+    let done = h.submit("done", "one", 0).await;
+    let next = h.submit("next", "three", 0).await;
+    let broken = h.submit("broken", "one", 0).await;
+    let flaky = h.submit("flaky", "retrying", 0).await;
+    let stale = h.submit("stale", "one", 0).await;
+    let claimed = h.claim("sched-1", &[WORKER], 10).await;
+    assert_eq!(claimed.len(), 5);
+    let of = |task| claimed.iter().find(|c| c.task_id == task).expect("each task's step is claimed");
+    let reply = |task, token: Option<LeaseToken>, result| {
+        let c = of(task);
+        Reply { step_id: c.id, lease_token: token.unwrap_or(c.lease_token), result }
+    };
+    let stale_token = LeaseToken(of(stale).lease_token.0 + 1);
+    let replies = vec![
+        reply(done, None, ReplyResult::Completed(json!({"v": 1}))),
+        reply(next, None, ReplyResult::Completed(json!({"reserved": true}))),
+        reply(broken, None, ReplyResult::PermanentError("card declined".into())),
+        reply(flaky, None, ReplyResult::Failed("try later".into())),
+        reply(stale, Some(stale_token), ReplyResult::Completed(json!({}))),
+        reply(done, None, ReplyResult::Completed(json!({"v": 2}))),
+    ];
+    let p = RecordReplies { instance: id("sched-1"), replies, policies: Default::default() };
+    let out = h.store.record_replies(p).await.expect("the batch is recorded");
+    assert_eq!(out.len(), 6, "one outcome per reply, in order");
+    assert_eq!(out[0], ReplyOutcome::Applied { task_state: TaskState::Completed, scheduled: 0 });
+    assert_eq!(out[1], ReplyOutcome::Applied { task_state: TaskState::Running, scheduled: 1 });
+    assert_eq!(out[2], ReplyOutcome::Applied { task_state: TaskState::Failed, scheduled: 0 });
+    assert_eq!(out[3], ReplyOutcome::Applied { task_state: TaskState::Running, scheduled: 0 });
+    assert!(matches!(&out[4], ReplyOutcome::Rejected { reason } if reason.contains("lease")), "{:?}", out[4]);
+    assert!(matches!(out[5], ReplyOutcome::Rejected { .. }), "{:?}", out[5]);
+
+    let d = h.task(done).await;
+    assert_eq!((d.task.state, d.task.output), (TaskState::Completed, Some(json!({"v": 1}))), "the first reply wins");
+    assert_eq!(count(&d.events, ev::STEP_PROCESSED), 1);
+    assert_eq!(count(&d.events, ev::REPLY_REJECTED), 1);
+    assert_eq!(count(&d.events, ev::TASK_COMPLETED), 1);
+
+    let d = h.task(next).await;
+    assert_eq!(d.task.state, TaskState::Running);
+    let names: Vec<(&str, StepState)> = d.steps.iter().map(|s| (s.name.as_str(), s.state)).collect();
+    assert_eq!(names, [("reserve", StepState::Processed), ("charge", StepState::Pending)]);
+    assert_eq!(d.steps[0].output, Some(json!({"reserved": true})));
+
+    let d = h.task(broken).await;
+    assert_eq!((d.task.state, d.steps[0].state), (TaskState::Failed, StepState::Error));
+    let alerts: Vec<_> = d.events.iter().filter(|e| e.level == EventLevel::Alert).map(|e| e.kind.as_str()).collect();
+    assert_eq!(alerts, [ev::STEP_ERROR, ev::TASK_FAILED]);
+    // Events of a task come in the order they happened: the step's before the task's.
+    assert_eq!(d.events.last().map(|e| e.kind.as_str()), Some(ev::TASK_FAILED));
+
+    let s = &h.task(flaky).await.steps[0];
+    assert_eq!((s.state, s.failure_count), (StepState::Pending, 1));
+    assert_eq!(s.last_error.as_deref(), Some("try later"));
+    assert!(s.due_at > h.now(), "the next try waits for the policy's first interval");
+
+    let d = h.task(stale).await;
+    let c = of(stale);
+    assert_eq!((d.steps[0].state, d.steps[0].lease_token), (StepState::Processing, c.lease_token), "held as it was");
+    assert_eq!(step_events(&d.events, c.id, ev::REPLY_REJECTED).count(), 1);
+
+    assert_eq!(Harness::<F::Store>::names(&h.claim_all("sched-1").await), ["charge"], "only the next step is due");
 }
