@@ -34,8 +34,15 @@ class _Sink(http.server.BaseHTTPRequestHandler):
         pass
 
 
+class _SinkServer(http.server.ThreadingHTTPServer):
+    # socketserver's default listen backlog is 5: with hundreds of calls connecting at once, the
+    # kernel drops the SYNs past it and the client resends them only after a second, which made
+    # calls outlive their 1 s complete-by. A backlog as deep as the serve's concurrency avoids it.
+    request_queue_size = 1024
+
+
 def start_sink():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    server = _SinkServer(("127.0.0.1", 0), _Sink)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
