@@ -52,8 +52,9 @@ async fn serve_processes_keep_going_while_their_connections_are_terminated() {
             killed += k;
         }
     }
+    // Each round is counted only after a check found work left, so every counted round fell mid-run.
+    // (The run may end before the eighth: on a loaded machine a round's psql takes long.)
     assert!(rounds >= 5, "connections were terminated mid-run in {rounds} rounds only: the run was too short");
-    assert!(tasks_in(&store, TaskState::Completed).await < n as u64, "the terminations all happened mid-run");
     wait_all_completed(&store, n, WAIT).await;
     let ran = started.elapsed();
     for p in &mut procs {
