@@ -24,6 +24,7 @@ mod rows;
 mod schedulers;
 mod submit;
 mod tx;
+mod wake;
 
 pub use open::{Durability, OpenOptions, SCHEMA_VERSION};
 
@@ -309,5 +310,11 @@ impl Store for SqliteStore {
     async fn sign_off(&self, instance: &InstanceId) -> Result<()> {
         let instance = instance.clone();
         self.write(move |t| schedulers::sign_off(t, &instance)).await
+    }
+
+    /// Rings after every commit by another connection to this file, this process's other
+    /// handles included (`wake.rs`); each ring costs the scheduler one claim.
+    fn subscribe_due_work(&self, wake: WakeFn) -> Subscription {
+        wake::subscribe(&self.inner.path, wake)
     }
 }

@@ -1,21 +1,31 @@
 //! Pickup latency on an idle system: one job every `--every`, for `--for`; the time from the
-//! return of the submit (its transaction committed) to the start of the job's handler.
+//! return of the enqueue (its transaction committed) to the start of the job's handler.
 //!
-//! `--via store` submits through a second store handle, as another process would: the scheduler
-//! learns of the job through the store (PostgreSQL's NOTIFY; SQLite has no such signal, so its
-//! poll). `--via engine` submits through the engine that runs the job (the embedded path), which
-//! wakes its own scheduler.
+//! `--via store` enqueues through a second store handle, as another process would: the scheduler
+//! learns of the job through the store (PostgreSQL's NOTIFY, SQLite's WAL watcher). `--via
+//! engine` enqueues through the engine that runs the job (the embedded path), which wakes its own
+//! scheduler. `--work jobs` (the default) enqueues retry jobs with a `JobClient`; `--work tasks`
+//! submits the one-step bench workflow instead (the same claim path, a heavier submit).
 
 use super::{BenchError, enqueue, noop, stats, store_name};
 use crate::target::DbTarget;
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
+use shiftboss_engine::{ClientConfig, JobClient, JobOptions};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Via {
     Store,
     Engine,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Work {
+    /// Retry jobs, through a `JobClient`.
+    Jobs,
+    /// One-step workflow tasks.
+    Tasks,
 }
 
 #[derive(Debug, Args)]
@@ -26,6 +36,8 @@ pub struct PickupArgs {
     duration: Duration,
     #[arg(long, value_enum, default_value_t = Via::Store)]
     via: Via,
+    #[arg(long, value_enum, default_value_t = Work::Jobs)]
+    work: Work,
     /// The scheduler's fallback poll (the engine's default is 500ms).
     #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
     poll_interval: Duration,
@@ -44,6 +56,16 @@ pub async fn run(db: &DbTarget, a: PickupArgs) -> anyhow::Result<Value> {
         Via::Store => db.open(false).await?,
         Via::Engine => store.clone(),
     };
+    let client = match a.via {
+        Via::Store => JobClient::new(submitter.clone(), ClientConfig::default(), "bench")?,
+        // The engine's own client also rings its scheduler.
+        Via::Engine => engine.jobs().clone(),
+    };
+    // As the throughput workload's jobs: a 1 s complete-by and quick retries.
+    let options = || {
+        JobOptions { timeout: Some(Duration::from_secs(1)), ..JobOptions::default() }
+            .intervals([Duration::from_millis(1); 3])
+    };
     let running = engine.start();
     // Let the engine settle into idle (restart release, leader election, first poll).
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -58,9 +80,12 @@ pub async fn run(db: &DbTarget, a: PickupArgs) -> anyhow::Result<Value> {
         tick.tick().await;
         let job = noop::job(&run, n);
         let key = job.key.clone();
-        match a.via {
-            Via::Store => enqueue::one(submitter.as_ref(), job).await?,
-            Via::Engine => {
+        match (a.work, a.via) {
+            (Work::Jobs, _) => {
+                client.enqueue("noop", job.input, options()).await?;
+            }
+            (Work::Tasks, Via::Store) => enqueue::one(submitter.as_ref(), job).await?,
+            (Work::Tasks, Via::Engine) => {
                 engine.submit(job).await?;
             }
         }
@@ -91,6 +116,7 @@ pub async fn run(db: &DbTarget, a: PickupArgs) -> anyhow::Result<Value> {
     let s = stats::summary(lat).ok_or(BenchError::NoSamples("pickup"))?;
     Ok(json!({
         "workload": "pickup", "store": store_name(db), "via": format!("{:?}", a.via).to_lowercase(),
+        "work": format!("{:?}", a.work).to_lowercase(),
         "every_ms": a.every.as_millis() as u64, "submitted": submitted.len(), "started": started,
         "started_before_commit_ack": early, "latency": s,
     }))
