@@ -17,6 +17,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (2, "0002_buckets", include_str!("migrations/0002_buckets.sql")),
     (3, "0003_workflows", include_str!("migrations/0003_workflows.sql")),
     (4, "0004_history", include_str!("migrations/0004_history.sql")),
+    (5, "0005_next_due", include_str!("migrations/0005_next_due.sql")),
 ];
 
 /// The schema version this build writes and reads.

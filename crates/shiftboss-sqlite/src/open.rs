@@ -16,6 +16,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_buckets.sql"),
     include_str!("migrations/0003_workflows.sql"),
     include_str!("migrations/0004_history.sql"),
+    include_str!("migrations/0005_next_due.sql"),
 ];
 
 /// The schema version this build writes and reads.
