@@ -179,13 +179,16 @@ impl Supervisor {
         let mut archive = Duty::new(now, c.archive.interval, c.archive.interval);
         let archiving = c.archive.enabled;
         let bell = self.bell.clone();
+        // After a failed renewal, the next try waits an interval: a renewal time in the past must
+        // not spin against a store that is down.
+        let mut renew_not_before = now;
         loop {
             let mut wake = sweep.next.min(reconcile.next);
             if archiving {
                 wake = wake.min(archive.next);
             }
             if let Some(at) = self.elector.renewal_at() {
-                wake = wake.min(at);
+                wake = wake.min(at.max(renew_not_before));
             }
             tokio::select! {
                 _ = sleep_until(wake) => {}
@@ -211,7 +214,7 @@ impl Supervisor {
                     Ok((_, None)) => Some(Instant::now() + renew.min(sweep.idle)),
                     Err(e) => {
                         tracing::warn!(error = %e, "supervisor sweep failed; trying again next interval");
-                        None
+                        Some(now)
                     }
                 };
                 sweep.ran(now, next);
@@ -223,7 +226,7 @@ impl Supervisor {
                     Ok(None) => Some(Instant::now() + renew.min(reconcile.idle)),
                     Err(e) => {
                         tracing::warn!(error = %e, "reconciler pass failed; trying again next interval");
-                        None
+                        Some(now)
                     }
                 };
                 reconcile.ran(now, next);
@@ -236,8 +239,8 @@ impl Supervisor {
                 archive.ran(now, None);
             }
             if !ran && let Err(e) = self.elector.ensure().await {
-                // Only the renewal was due: a failed one is tried again at the next duty.
-                tracing::warn!(error = %e, "leader lease renewal failed");
+                tracing::warn!(error = %e, "leader lease renewal failed; trying again next interval");
+                renew_not_before = Instant::now() + sweep.gap;
             }
         }
         self.elector.resign().await;
@@ -266,7 +269,8 @@ impl Duty {
         Duty { next: now, last: None, gap, idle }
     }
 
-    /// It ran at `at`; `wanted` is the next time it knows of, if any.
+    /// It ran at `at`; `wanted` is the next time it knows of, if any (`at` itself after a failure:
+    /// it tries again after its gap).
     fn ran(&mut self, at: Instant, wanted: Option<Instant>) {
         self.last = Some(at);
         let latest = at + self.idle;

@@ -217,7 +217,7 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, shiftboss_sqlite::SCHEMA_VERSION);
-    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 4);
+    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 5);
     // The tasks table was rebuilt (migration 3): ids, steps and references survive it.
     let detail = shiftboss_store::Store::get_task(&store, old.id).await.unwrap().expect("the old task");
     assert_eq!(detail.steps.len(), 1);
