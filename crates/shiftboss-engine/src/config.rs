@@ -47,9 +47,13 @@ pub struct SchedulerConfig {
     pub concurrency: u32,
     /// Most steps claimed in one poll (M4); a poll also never claims more than the free slots.
     pub claim_batch: u32,
-    /// How often to look for due work when nothing wakes the scheduler (delayed retries, other
-    /// processes' submissions).
+    /// How often to look for due work when nothing wakes the scheduler and the store has no
+    /// due-work channel (so other processes' submissions are found by polling).
     pub poll_interval: Duration,
+    /// With a due-work channel (PostgreSQL's LISTEN/NOTIFY): the longest an idle scheduler sleeps
+    /// between looks. Notifications and the next due time the claim reports wake it sooner; this
+    /// poll only covers notifications lost while the listening connection was down.
+    pub idle_poll: Duration,
     /// How long after start the first poll waits (M7), after the restart release.
     pub first_delay: Duration,
     pub poll_mode: PollMode,
@@ -75,12 +79,22 @@ pub struct SchedulerConfig {
     pub shutdown_grace: Duration,
 }
 
+impl SchedulerConfig {
+    /// The poll period (M7): `idle_poll` when the store can notify, else `poll_interval`. Agent
+    /// limits free room without a notification (a step elsewhere finishing, a rate window
+    /// passing), so with limits the scheduler never sleeps longer than `poll_interval`.
+    pub fn poll_period(&self, notified: bool) -> Duration {
+        if notified && self.limits.is_empty() { self.idle_poll.max(self.poll_interval) } else { self.poll_interval }
+    }
+}
+
 impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
             concurrency: 64,
             claim_batch: 1000,
             poll_interval: Duration::from_millis(500),
+            idle_poll: Duration::from_secs(10),
             first_delay: Duration::ZERO,
             poll_mode: PollMode::FixedDelay,
             agents: None,
@@ -99,13 +113,22 @@ impl Default for SchedulerConfig {
 
 #[derive(Debug, Clone)]
 pub struct SupervisorConfig {
-    /// How often the sweep runs (P6).
+    /// The sweep's cadence bound (P6): it runs when the earliest complete-by passes, or after a
+    /// claim or a notification, but never twice within this interval, so a lapsed step is taken
+    /// back within it. With no due-work channel it also runs at least this often.
     pub interval: Duration,
+    /// With a due-work channel (PostgreSQL): the longest the sweep and the reconciler sleep when
+    /// they know of nothing sooner, the safety net for notifications lost while the listening
+    /// connection was down.
+    pub idle_interval: Duration,
     /// Most steps handled in one sweep transaction.
     pub batch: u32,
     /// The leader lease's time to live; renewed every third of it.
     pub leader_ttl: Duration,
-    /// How often the reconciler runs (C6): timed waits end and task timeouts are enforced within it.
+    /// The reconciler's cadence bound (C6): it runs at the next timed wait's end or task
+    /// deadline, or after a notification, but never twice within this interval, so timed waits
+    /// end and task timeouts are enforced within it. With no due-work channel it also runs at
+    /// least this often; stalled tasks are looked for on every pass.
     pub reconcile_interval: Duration,
     /// A live task with nothing live that has not changed for this long is decided again.
     pub stale_after: Duration,
@@ -143,6 +166,7 @@ impl Default for SupervisorConfig {
     fn default() -> Self {
         SupervisorConfig {
             interval: Duration::from_secs(1),
+            idle_interval: Duration::from_secs(10),
             batch: 1000,
             leader_ttl: Duration::from_secs(15),
             reconcile_interval: Duration::from_secs(1),
@@ -165,8 +189,8 @@ impl EngineConfig {
         if s.concurrency == 0 || s.claim_batch == 0 || s.reply_batch == 0 || s.reply_writers == 0 {
             return Err("scheduler concurrency, claim batch, reply batch and reply writers must be at least 1".into());
         }
-        if s.poll_interval.is_zero() {
-            return Err("scheduler poll interval must be more than 0".into());
+        if s.poll_interval.is_zero() || s.idle_poll.is_zero() {
+            return Err("scheduler poll interval and idle poll must be more than 0".into());
         }
         if let BucketPolicy::List(l) = &s.buckets
             && (l.is_empty() || l.iter().any(|b| *b >= shiftboss_core::buckets::BUCKETS))
@@ -180,8 +204,8 @@ impl EngineConfig {
             return Err("circuit breaker failure threshold must be at least 1".into());
         }
         let v = &self.supervisor;
-        if v.interval.is_zero() || v.batch == 0 {
-            return Err("supervisor interval and batch must be more than 0".into());
+        if v.interval.is_zero() || v.idle_interval.is_zero() || v.reconcile_interval.is_zero() || v.batch == 0 {
+            return Err("supervisor intervals and batch must be more than 0".into());
         }
         if v.archive.interval.is_zero() || v.archive.batch == 0 {
             return Err("archive interval and batch must be more than 0".into());

@@ -59,6 +59,13 @@ impl Elector {
         Ok(self.current().cloned())
     }
 
+    /// When a held lease is next renewed (a third of its life after the last renewal); none when
+    /// not held. A leader with nothing else to do wakes then, so an idle leader keeps its term.
+    pub fn renewal_at(&self) -> Option<Instant> {
+        self.current()?;
+        self.renewed_at.map(|t| t + self.ttl / 3)
+    }
+
     /// The term, while this side still trusts it.
     pub fn current(&self) -> Option<&LeaderTerm> {
         self.held.as_ref().filter(|(_, until)| Instant::now() < *until).map(|(t, _)| t)

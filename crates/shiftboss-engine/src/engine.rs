@@ -22,7 +22,7 @@ use crate::supervisor::Supervisor;
 use shiftboss_core::InstanceId;
 use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
 use shiftboss_core::workflow::{StepKind, WorkflowDef};
-use shiftboss_store::{RegisterOutcome, Store, StoreError, SubmitTask, Submitted};
+use shiftboss_store::{RegisterOutcome, Store, StoreError, SubmitTask, Submitted, Subscription};
 use std::sync::Arc;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
@@ -112,6 +112,7 @@ impl EngineBuilder {
                 config: self.config,
                 metrics: Arc::default(),
                 wake,
+                supervisor_bell: Arc::default(),
             }),
         })
     }
@@ -132,6 +133,8 @@ struct Inner {
     config: EngineConfig,
     metrics: Arc<Metrics>,
     wake: Arc<Notify>,
+    /// Rung by this process's scheduler after a claim, and by the due-work channel: the supervisor's bell.
+    supervisor_bell: Arc<Notify>,
 }
 
 impl Engine {
@@ -205,6 +208,8 @@ impl Engine {
             policies: i.policies.clone(),
             metrics: i.metrics.clone(),
             wake: i.wake.clone(),
+            claimed: i.supervisor_bell.clone(),
+            notified: false,
             breakers: i.breakers.clone(),
         }
     }
@@ -224,13 +229,25 @@ impl Engine {
     pub fn start(&self) -> RunningEngine {
         let (tx, rx) = watch::channel(false);
         let mut tasks = Vec::new();
-        if self.inner.config.roles.scheduler {
-            tasks.push(tokio::spawn(self.scheduler().run(rx.clone())));
+        let roles = self.inner.config.roles;
+        // One listening connection per process: other processes' queued work wakes both roles.
+        let subscription = (roles.scheduler || roles.supervisor).then(|| {
+            let (wake, claimed) = (self.inner.wake.clone(), self.inner.supervisor_bell.clone());
+            self.inner.store.subscribe_due_work(Arc::new(move || {
+                wake.notify_one();
+                claimed.notify_one();
+            }))
+        });
+        let notified = subscription.as_ref().is_some_and(Subscription::is_live);
+        if roles.scheduler {
+            let scheduler = Scheduler { notified, ..self.scheduler() };
+            tasks.push(tokio::spawn(scheduler.run(rx.clone())));
         }
-        if self.inner.config.roles.supervisor {
-            tasks.push(tokio::spawn(self.supervisor().run(rx)));
+        if roles.supervisor {
+            let supervisor = self.supervisor().with_bell(self.inner.supervisor_bell.clone(), notified);
+            tasks.push(tokio::spawn(supervisor.run(rx)));
         }
-        RunningEngine { shutdown: tx, tasks }
+        RunningEngine { shutdown: tx, tasks, _subscription: subscription }
     }
 }
 
@@ -239,6 +256,8 @@ impl Engine {
 pub struct RunningEngine {
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+    /// The due-work channel's listener, dropped with the engine.
+    _subscription: Option<Subscription>,
 }
 
 impl RunningEngine {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
-use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep};
+use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep, sleep_until};
 
 pub struct Scheduler {
     pub store: Arc<dyn Store>,
@@ -28,9 +28,16 @@ pub struct Scheduler {
     pub instance: InstanceId,
     pub policies: Arc<RetryPolicies>,
     pub metrics: Arc<Metrics>,
-    /// Rung when new work may be due: a submission in this process, or a step whose completion
-    /// scheduled the next one. Polling covers the rest.
+    /// Rung when new work may be due: a submission in this process, a step whose reply scheduled
+    /// the next one (or a retry), or the store's due-work channel. Between rings the scheduler
+    /// sleeps until the next due time the claim reported, capped by its poll.
     pub wake: Arc<Notify>,
+    /// Rung after every claim that took steps: this process's supervisor then learns the new
+    /// complete-by at once instead of at its next idle sweep.
+    pub claimed: Arc<Notify>,
+    /// True when the store rings `wake` for every process's queued work (the engine holds the
+    /// subscription): the scheduler then polls only every `idle_poll`.
+    pub notified: bool,
     /// One circuit breaker per remote service, shared by all steps of this scheduler.
     pub breakers: Arc<Breakers>,
 }
@@ -72,7 +79,8 @@ impl Scheduler {
             _ = sleep(this.config.first_delay) => {}
             _ = shutdown.changed() => {}
         }
-        let mut rate = interval_at(Instant::now() + this.config.poll_interval, this.config.poll_interval);
+        let period = this.config.poll_period(this.notified);
+        let mut rate = interval_at(Instant::now() + period, period);
         rate.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let (reply_tx, reply_rx) = mpsc::channel::<Pending>(this.config.concurrency as usize);
         let reply_rx = Arc::new(tokio::sync::Mutex::new(reply_rx));
@@ -83,13 +91,12 @@ impl Scheduler {
         let mut running = JoinSet::new();
         let agents = this.config.agents.clone().unwrap_or_else(|| this.agents.names());
         let mut owned = Owned::new(&this.config.buckets);
-        // Other processes' new work wakes this one at once where the store can tell (LISTEN/NOTIFY).
-        let bell = this.wake.clone();
-        let _subscription = this.store.subscribe_due_work(Arc::new(move || bell.notify_one()));
         while !*shutdown.borrow() {
             this.heartbeat_if_due(&mut owned).await;
             let free = slots.available_permits().min(this.config.claim_batch as usize);
             let mut more_due = false;
+            // When the next step this scheduler could claim falls due, by its own clock.
+            let mut next_due = None;
             if free > 0 {
                 let before = Instant::now();
                 let p = ClaimDueSteps {
@@ -100,11 +107,19 @@ impl Scheduler {
                     domains: this.config.domains.clone(),
                     limits: this.config.limits.clone(),
                 };
-                match this.store.claim_due_steps(p).await {
-                    Ok(steps) => {
-                        more_due = steps.len() == free;
-                        Metrics::add(&this.metrics.claimed, steps.len() as u64);
-                        for step in steps {
+                match this.store.claim_due_work(p).await {
+                    Ok(work) => {
+                        more_due = work.steps.len() == free;
+                        // Measured from after the claim, so the wake is never early (an early
+                        // wake costs a claim that finds nothing); the store's clock counts whole
+                        // milliseconds, hence one more.
+                        let after = Instant::now() + Duration::from_millis(1);
+                        next_due = work.next_due.map(|at| after + at.since(work.now));
+                        if !work.steps.is_empty() {
+                            this.claimed.notify_one();
+                        }
+                        Metrics::add(&this.metrics.claimed, work.steps.len() as u64);
+                        for step in work.steps {
                             let permit =
                                 slots.clone().try_acquire_owned().expect("claimed no more than the free slots");
                             let (me, tx) = (this.clone(), reply_tx.clone());
@@ -123,9 +138,13 @@ impl Scheduler {
             }
             let saturated = slots.available_permits() == 0;
             let fixed_rate = this.config.poll_mode == PollMode::FixedRate;
+            // Sleep until the next due step, the next heartbeat or the poll, whichever is first.
+            let soonest = [next_due, owned.next_heartbeat].into_iter().flatten().min();
+            let poll = Instant::now() + period;
             tokio::select! {
                 _ = this.wake.notified() => {}
-                _ = sleep(this.config.poll_interval), if !fixed_rate => {}
+                _ = sleep_until(soonest.map_or(poll, |t| t.min(poll))), if !fixed_rate => {}
+                _ = sleep_until(soonest.unwrap_or(poll)), if fixed_rate && soonest.is_some() => {}
                 _ = rate.tick(), if fixed_rate => {}
                 _ = shutdown.changed() => {}
                 Some(_) = running.join_next(), if saturated => {}

@@ -10,13 +10,16 @@ use crate::config::SupervisorConfig;
 use crate::elector::Elector;
 use crate::metrics::Metrics;
 use shiftboss_core::InstanceId;
+use shiftboss_core::Timestamp;
 use shiftboss_core::retry::RetryPolicies;
 use shiftboss_store::{
-    Archive, ArchiveReport, ExpireLeases, ExpiryReport, Reconcile, ReconcileReport, Store, StoreError,
+    Archive, ArchiveReport, ExpireLeases, ExpiryReport, Reconcile, ReconcileReport, Reconciled, Store, StoreError,
+    Swept,
 };
 use std::sync::Arc;
-use tokio::sync::watch;
-use tokio::time::{MissedTickBehavior, interval};
+use std::time::Duration;
+use tokio::sync::{Notify, watch};
+use tokio::time::{Instant, sleep_until};
 
 /// The leader lease's name.
 pub const LEADER_NAME: &str = "supervisor";
@@ -27,6 +30,12 @@ pub struct Supervisor {
     config: SupervisorConfig,
     policies: Arc<RetryPolicies>,
     metrics: Arc<Metrics>,
+    /// Rung when a lease may be taken or work queued (a claim in this process, the store's
+    /// due-work channel): the sweep and the reconciler look again as soon as their gaps allow.
+    bell: Arc<Notify>,
+    /// True when the store rings `bell` for every process's queued work: the duties may then
+    /// sleep up to `idle_interval` instead of their intervals.
+    notified: bool,
 }
 
 impl Supervisor {
@@ -38,19 +47,32 @@ impl Supervisor {
         metrics: Arc<Metrics>,
     ) -> Self {
         let elector = Elector::new(store.clone(), LEADER_NAME, instance, config.leader_ttl);
-        Supervisor { store, elector, config, policies, metrics }
+        Supervisor { store, elector, config, policies, metrics, bell: Arc::default(), notified: false }
+    }
+
+    /// The bell this supervisor listens to, and whether the store's due-work channel rings it.
+    pub fn with_bell(mut self, bell: Arc<Notify>, notified: bool) -> Self {
+        self.bell = bell;
+        self.notified = notified;
+        self
     }
 
     /// One sweep, in batches, if this instance is the leader. Tests call it directly.
     pub async fn run_once(&mut self) -> Result<ExpiryReport, StoreError> {
+        Ok(self.sweep().await?.0)
+    }
+
+    /// One sweep, in batches: what it did in all, and what the last batch said of the next
+    /// complete-by and due time (none when this instance is not the leader).
+    async fn sweep(&mut self) -> Result<(ExpiryReport, Option<Swept>), StoreError> {
         let mut total = ExpiryReport::default();
         // A term the store refuses (it lapsed while this instance was paused, say) is dropped, and
         // the lease is asked for once more: if nobody else took it, the sweep goes on.
         let mut elections = 0;
-        let Some(mut term) = self.elector.ensure().await? else { return Ok(total) };
+        let Some(mut term) = self.elector.ensure().await? else { return Ok((total, None)) };
         loop {
             let p = ExpireLeases { leader: term.clone(), limit: self.config.batch, policies: self.policies.clone() };
-            let r = match self.store.expire_leases(p).await {
+            let swept = match self.store.sweep(p).await {
                 Ok(r) => r,
                 Err(StoreError::NotLeader(_)) if elections == 0 => {
                     elections += 1;
@@ -60,7 +82,7 @@ impl Supervisor {
                             term = t;
                             continue;
                         }
-                        None => return Ok(total),
+                        None => return Ok((total, None)),
                     }
                 }
                 Err(e) => {
@@ -70,28 +92,33 @@ impl Supervisor {
                     return Err(e);
                 }
             };
+            let r = &swept.report;
             total.retried += r.retried;
             total.gave_up += r.gave_up;
             Metrics::add(&self.metrics.expired, u64::from(r.retried + r.gave_up));
             Metrics::add(&self.metrics.gave_up, u64::from(r.gave_up));
             if r.retried + r.gave_up < self.config.batch {
-                break;
+                if total.retried + total.gave_up > 0 {
+                    tracing::info!(retried = total.retried, gave_up = total.gave_up, "supervisor sweep");
+                }
+                return Ok((total, Some(swept)));
             }
         }
-        if total.retried + total.gave_up > 0 {
-            tracing::info!(retried = total.retried, gave_up = total.gave_up, "supervisor sweep");
-        }
-        Ok(total)
     }
 
     /// One reconciler pass, if this instance is the leader. Tests call it directly.
     pub async fn reconcile_once(&mut self) -> Result<ReconcileReport, StoreError> {
-        let Some(term) = self.elector.ensure().await? else { return Ok(ReconcileReport::default()) };
+        Ok(self.reconcile().await?.map(|r| r.report).unwrap_or_default())
+    }
+
+    /// One reconciler pass and the next timed repair it knows of; none when not the leader.
+    async fn reconcile(&mut self) -> Result<Option<Reconciled>, StoreError> {
+        let Some(term) = self.elector.ensure().await? else { return Ok(None) };
         let p = Reconcile { leader: term, stale_after: self.config.stale_after, limit: self.config.batch };
-        let r = self.store.reconcile(p).await;
+        let r = self.store.reconcile_pass(p).await;
         match &r {
             Err(StoreError::NotLeader(_)) => self.elector.forget(),
-            Ok(r) if *r != ReconcileReport::default() => {
+            Ok(Reconciled { report: r, .. }) if *r != ReconcileReport::default() => {
                 tracing::info!(
                     waits_ended = r.waits_ended,
                     timed_out = r.timed_out,
@@ -101,7 +128,7 @@ impl Supervisor {
             }
             _ => {}
         }
-        r
+        r.map(Some)
     }
 
     /// One archiver pass, if this instance is the leader: batches until the backlog is gone (at
@@ -139,34 +166,120 @@ impl Supervisor {
         self.elector.current().is_some()
     }
 
-    /// Sweeps every interval until shutdown, then resigns the lease.
+    /// Runs the leader's duties until shutdown, then resigns the lease. Each duty sleeps until the
+    /// next time it knows of (a complete-by, a due time, a wait's end, a renewal), or until a
+    /// bell (a claim in this process, the store's due-work channel), never running twice within
+    /// its interval, and at least once per idle interval (the safety net for lost notifications).
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
-        let mut tick = interval(self.config.interval);
-        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut reconcile = interval(self.config.reconcile_interval);
-        reconcile.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut archive = interval(self.config.archive.interval);
-        archive.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let c = &self.config;
+        let idle = |short: Duration| if self.notified { c.idle_interval.max(short) } else { short };
+        let (now, renew) = (Instant::now(), c.leader_ttl / 3);
+        let mut sweep = Duty::new(now, c.interval, idle(c.interval));
+        let mut reconcile = Duty::new(now, c.reconcile_interval, idle(c.reconcile_interval));
+        let mut archive = Duty::new(now, c.archive.interval, c.archive.interval);
+        let archiving = c.archive.enabled;
+        let bell = self.bell.clone();
+        // After a failed renewal, the next try waits an interval: a renewal time in the past must
+        // not spin against a store that is down.
+        let mut renew_not_before = now;
         loop {
+            let mut wake = sweep.next.min(reconcile.next);
+            if archiving {
+                wake = wake.min(archive.next);
+            }
+            if let Some(at) = self.elector.renewal_at() {
+                wake = wake.min(at.max(renew_not_before));
+            }
             tokio::select! {
-                _ = tick.tick() => {
-                    if let Err(e) = self.run_once().await {
-                        tracing::warn!(error = %e, "supervisor sweep failed; trying again next interval");
-                    }
-                }
-                _ = reconcile.tick() => {
-                    if let Err(e) = self.reconcile_once().await {
-                        tracing::warn!(error = %e, "reconciler pass failed; trying again next interval");
-                    }
-                }
-                _ = archive.tick(), if self.config.archive.enabled => {
-                    if let Err(e) = self.archive_once().await {
-                        tracing::warn!(error = %e, "archiver pass failed; trying again next interval");
-                    }
+                _ = sleep_until(wake) => {}
+                _ = bell.notified() => {
+                    // Work was queued or claimed: a new complete-by, wait or deadline may be near.
+                    sweep.soon();
+                    reconcile.soon();
+                    continue;
                 }
                 _ = shutdown.changed() => break,
             }
+            let now = Instant::now();
+            let mut ran = false;
+            if sweep.next <= now {
+                ran = true;
+                let next = match self.sweep().await {
+                    Ok((_, Some(s))) => {
+                        // Work due (or overdue) to be claimed: a claim, then a complete-by, follows.
+                        let due = s.next_due.map(|d| d.max(s.now));
+                        at_store_time(&s.now, [s.next_complete_by, due])
+                    }
+                    // Not the leader: try for the lease again within a third of its life.
+                    Ok((_, None)) => Some(Instant::now() + renew.min(sweep.idle)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "supervisor sweep failed; trying again next interval");
+                        Some(now)
+                    }
+                };
+                sweep.ran(now, next);
+            }
+            if reconcile.next <= now {
+                ran = true;
+                let next = match self.reconcile().await {
+                    Ok(Some(r)) => at_store_time(&r.now, [r.next_at]),
+                    Ok(None) => Some(Instant::now() + renew.min(reconcile.idle)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reconciler pass failed; trying again next interval");
+                        Some(now)
+                    }
+                };
+                reconcile.ran(now, next);
+            }
+            if archiving && archive.next <= now {
+                ran = true;
+                if let Err(e) = self.archive_once().await {
+                    tracing::warn!(error = %e, "archiver pass failed; trying again next interval");
+                }
+                archive.ran(now, None);
+            }
+            if !ran && let Err(e) = self.elector.ensure().await {
+                tracing::warn!(error = %e, "leader lease renewal failed; trying again next interval");
+                renew_not_before = Instant::now() + sweep.gap;
+            }
         }
         self.elector.resign().await;
+    }
+}
+
+/// The earliest of some store times, as an instant of this process's clock; a time already past
+/// is now. One millisecond later, as the store's clock counts whole milliseconds.
+fn at_store_time<const N: usize>(now: &Timestamp, times: [Option<Timestamp>; N]) -> Option<Instant> {
+    let earliest = times.into_iter().flatten().min()?;
+    Some(Instant::now() + earliest.since(*now) + Duration::from_millis(1))
+}
+
+/// One of the supervisor's duties (sweep, reconcile, archive): when it runs next. It never runs
+/// again within `gap` of its last run (so a busy store costs what a fixed tick did), and never
+/// sleeps longer than `idle`.
+struct Duty {
+    next: Instant,
+    last: Option<Instant>,
+    gap: Duration,
+    idle: Duration,
+}
+
+impl Duty {
+    fn new(now: Instant, gap: Duration, idle: Duration) -> Self {
+        Duty { next: now, last: None, gap, idle }
+    }
+
+    /// It ran at `at`; `wanted` is the next time it knows of, if any (`at` itself after a failure:
+    /// it tries again after its gap).
+    fn ran(&mut self, at: Instant, wanted: Option<Instant>) {
+        self.last = Some(at);
+        let latest = at + self.idle;
+        self.next = wanted.map_or(latest, |w| w.min(latest)).max(at + self.gap);
+    }
+
+    /// Runs as soon as its gap allows.
+    fn soon(&mut self) {
+        let earliest = self.last.map_or_else(Instant::now, |l| l + self.gap);
+        self.next = self.next.min(earliest);
     }
 }

@@ -253,8 +253,9 @@ async fn insert_steps_and_events(
         return Ok(());
     }
     let rows: Vec<StepRow> = new.iter().map(|&(i, _)| batch[i].step_row(t.now)).collect();
-    if rows.iter().any(|r| r.due_now(StepState::Pending, t.now)) {
-        t.mark_due_now();
+    // A job due later rings too: a sleeping scheduler's next due time may now be earlier.
+    if rows.iter().any(|r| r.queues_work(StepState::Pending)) {
+        t.mark_queued();
     }
     let ids: Vec<i64> = new.iter().map(|(_, id)| id.0).collect();
     let buckets: Vec<i32> = new.iter().map(|&(i, _)| i32::from(batch[i].bucket_for(&keys[i]))).collect();

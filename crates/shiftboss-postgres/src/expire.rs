@@ -17,7 +17,7 @@ use crate::tx::Tx;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
 use shiftboss_core::workflow::OnTimeout;
-use shiftboss_core::{StepId, TaskId};
+use shiftboss_core::{StepId, StepState, TaskId};
 use shiftboss_store::lapse::{self, Lapse, LapsedStep};
 use shiftboss_store::{ExpiryReport, LeaderTerm, StoreError, event_kind as ev};
 use tokio_postgres::Row;
@@ -96,11 +96,7 @@ pub async fn release_instance_claims(
     let sql = format!("SELECT {HELD_COLUMNS} FROM steps WHERE state = 'processing' AND locked_by = $1 ORDER BY id");
     let rows = t.query(&sql, &[&instance]).await?;
     let held = rows.iter().map(read_held).collect::<Result<Vec<_>, _>>()?;
-    let report = take_back(t, held, policies, Lapse::Released, instance).await?;
-    if report.retried > 0 {
-        t.mark_due_now();
-    }
-    Ok(report)
+    take_back(t, held, policies, Lapse::Released, instance).await
 }
 
 async fn take_back(
@@ -174,6 +170,11 @@ pub async fn write_plan(
         .await?;
     if changed != 1 {
         return Ok(false);
+    }
+    if plan.next == StepState::Pending {
+        // Back in the queue, now or after its retry delay: sleeping schedulers must learn of it
+        // (a sweep's re-queue would otherwise wait for their next poll).
+        t.mark_queued();
     }
     t.event(task_id, Some(id), plan.kind, EventLevel::Info, actor, plan.detail).await?;
     if let Some(alert) = plan.alert {

@@ -55,6 +55,7 @@ mod limits;
 mod listen;
 mod lock;
 pub mod migrate;
+mod next;
 mod operator;
 mod planner;
 mod query;
@@ -337,6 +338,16 @@ impl Store for PostgresStore {
         self.write(async |t| claim::claim_due_steps(t, &p).await).await
     }
 
+    async fn claim_due_work(&self, p: ClaimDueSteps) -> Result<ClaimedWork> {
+        self.write(async |t| {
+            let steps = claim::claim_due_steps(t, &p).await?;
+            // A full claim may leave more due now: the caller claims again at once.
+            let next_due = if steps.len() < p.limit as usize { next::next_claimable(t, &p).await? } else { None };
+            Ok(ClaimedWork { steps, now: t.now, next_due })
+        })
+        .await
+    }
+
     async fn record_replies(&self, p: RecordReplies) -> Result<Vec<ReplyOutcome>> {
         if p.replies.is_empty() {
             return Ok(Vec::new());
@@ -346,6 +357,15 @@ impl Store for PostgresStore {
 
     async fn expire_leases(&self, p: ExpireLeases) -> Result<ExpiryReport> {
         self.write(async |t| expire::expire_leases(t, &p.leader, p.limit, &p.policies).await).await
+    }
+
+    async fn sweep(&self, p: ExpireLeases) -> Result<Swept> {
+        self.write(async |t| {
+            let report = expire::expire_leases(t, &p.leader, p.limit, &p.policies).await?;
+            let (next_complete_by, next_due) = next::after_sweep(t).await?;
+            Ok(Swept { report, now: t.now, next_complete_by, next_due })
+        })
+        .await
     }
 
     async fn release_instance_claims(&self, p: ReleaseInstanceClaims) -> Result<ExpiryReport> {
@@ -376,6 +396,14 @@ impl Store for PostgresStore {
 
     async fn reconcile(&self, p: Reconcile) -> Result<ReconcileReport> {
         self.write(async |t| reconcile::reconcile(t, &p).await).await
+    }
+
+    async fn reconcile_pass(&self, p: Reconcile) -> Result<Reconciled> {
+        self.write(async |t| {
+            let report = reconcile::reconcile(t, &p).await?;
+            Ok(Reconciled { report, now: t.now, next_at: next::after_reconcile(t).await? })
+        })
+        .await
     }
 
     async fn extend_lease(&self, p: ExtendLease) -> Result<Timestamp> {

@@ -18,6 +18,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (3, "0003_workflows", include_str!("migrations/0003_workflows.sql")),
     (4, "0004_history", include_str!("migrations/0004_history.sql")),
     (5, "0005_rare_events", include_str!("migrations/0005_rare_events.sql")),
+    (6, "0006_next_due", include_str!("migrations/0006_next_due.sql")),
 ];
 
 /// The schema version this build writes and reads.

@@ -54,8 +54,8 @@ pub async fn insert_step(
             ],
         )
         .await?;
-    if new.due_now(n.state, t.now) {
-        t.mark_due_now();
+    if new.queues_work(n.state) {
+        t.mark_queued();
     }
     Ok(StepId(get(&row, 0)?))
 }

@@ -96,7 +96,8 @@ pub struct Tx<'a> {
     pub db: Conn<'a>,
     pub now: Timestamp,
     pub defs: &'a DefCache,
-    /// Set when the transaction makes work due now: its commit then notifies the listeners.
+    /// Set when the transaction queues work (due now or later): its commit then notifies the
+    /// listeners, which read their next due times again.
     pub due_now: std::sync::atomic::AtomicBool,
     /// The tasks whose rows this transaction holds locked (see `lock`), so that none is locked
     /// twice and a missing lock can be taken where it is found missing.
@@ -115,10 +116,17 @@ impl<'a> Tx<'a> {
 
 impl Tx<'_> {
     pub fn mark_due_now(&self) {
+        self.mark_queued();
+    }
+
+    /// This transaction queues work due later (a delayed retry, a job due later, a timed wait):
+    /// sleeping schedulers and supervisors must learn the new, possibly earlier, due time. One
+    /// notification per transaction whatever it queued.
+    pub fn mark_queued(&self) {
         self.due_now.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Sends the schema's due-work notification if this transaction made work due; PostgreSQL
+    /// Sends the schema's due-work notification if this transaction queued work; PostgreSQL
     /// delivers it at commit, and drops it on rollback.
     pub async fn notify_if_due(&self, schema: &str) -> Result<(), StoreError> {
         if self.due_now.load(std::sync::atomic::Ordering::Relaxed) {

@@ -7,7 +7,7 @@ use common::{TestSchema, admin, test_db};
 use serde_json::json;
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_postgres::PostgresStore;
-use shiftboss_store::{Store, SubmitTask, TaskCommand};
+use shiftboss_store::{Clock, ExpireLeases, ManualClock, Store, SubmitTask, TaskCommand};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -89,7 +89,7 @@ async fn another_processes_submission_wakes_a_subscriber_and_survives_a_killed_l
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn work_due_later_does_not_ring_but_a_resubmit_does() {
+async fn a_claim_does_not_ring_but_a_resubmit_does() {
     let Some(url) = test_db() else { return };
     let s = TestSchema::migrated(&url).await;
     let a = PostgresStore::connect(&url, &s.options(false)).await.unwrap();
@@ -161,4 +161,73 @@ async fn control_steps_do_not_ring_but_what_they_make_due_does() {
     assert!(timeout(quiet, bell.notified()).await.is_err(), "a paused task's signal scheduled nothing");
     a.operate_task(op(TaskCommand::Resume)).await.unwrap();
     timeout(Duration::from_secs(5), bell.notified()).await.expect("the resume scheduled the agent step and rang");
+}
+
+/// A step that goes back to Pending rings, due now or later: a sweep's re-queue (so a sleeping
+/// scheduler claims it without waiting for its poll) and a failed attempt's delayed retry (so a
+/// sleeping scheduler learns the new, earlier due time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweeps_requeue_and_a_delayed_retry_ring() {
+    let Some(url) = test_db() else { return };
+    let s = TestSchema::migrated(&url).await;
+    let clock = ManualClock::new(shiftboss_core::Timestamp(1_700_000_000_000));
+    let a = PostgresStore::connect_with_clock(&url, &s.options(false), Clock::Manual(clock.clone())).await.unwrap();
+    let wf = WorkflowDef::from_json(
+        r#"{"name":"w","steps":[{"name":"a","agent":"x","timeout":"1s",
+            "retry":{"kind":"intervals","intervals":["0s","1m"]}}]}"#,
+    )
+    .unwrap();
+    a.register_workflow(&wf).await.unwrap();
+    let bell = Arc::new(Notify::new());
+    let bell2 = bell.clone();
+    let _sub = a.subscribe_due_work(Arc::new(move || bell2.notify_one()));
+    wait_listeners(&url, &s.name, 1).await;
+    let _ = timeout(Duration::from_millis(200), bell.notified()).await;
+    let quiet = Duration::from_millis(300);
+    let instance = shiftboss_core::InstanceId::new("s").unwrap();
+    let claim = || shiftboss_store::ClaimDueSteps {
+        instance: instance.clone(),
+        limit: 1,
+        agents: vec!["x".into()],
+        buckets: None,
+        domains: vec![],
+        limits: vec![],
+    };
+
+    a.submit_task(task("t1")).await.unwrap();
+    timeout(Duration::from_secs(5), bell.notified()).await.expect("submission rang");
+    a.claim_due_steps(claim()).await.unwrap().remove(0);
+    let leader = a
+        .elect_leader(shiftboss_store::ElectLeader {
+            name: "supervisor".into(),
+            holder: instance.clone(),
+            ttl: Duration::from_secs(3600),
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let sweep = || ExpireLeases { leader: leader.clone(), limit: 10, policies: Default::default() };
+    assert_eq!(a.expire_leases(sweep()).await.unwrap().retried, 0);
+    assert!(timeout(quiet, bell.notified()).await.is_err(), "a sweep that returned nothing rang the bell");
+
+    clock.advance(Duration::from_millis(1001));
+    assert_eq!(a.expire_leases(sweep()).await.unwrap().retried, 1);
+    timeout(Duration::from_secs(5), bell.notified()).await.expect("the sweep's re-queue rang");
+
+    // Claimed again, its agent fails: the next try is a minute away, and it rings all the same.
+    let c = a.claim_due_steps(claim()).await.unwrap().remove(0);
+    let reply = shiftboss_store::Reply {
+        step_id: c.id,
+        lease_token: c.lease_token,
+        result: shiftboss_store::ReplyResult::Failed("busy".into()),
+    };
+    let p = shiftboss_store::RecordReplies {
+        instance: instance.clone(),
+        replies: vec![reply],
+        policies: Default::default(),
+    };
+    a.record_replies(p).await.unwrap();
+    timeout(Duration::from_secs(5), bell.notified()).await.expect("the delayed retry rang");
+    let w = a.claim_due_work(claim()).await.unwrap();
+    assert_eq!((w.steps.len(), w.next_due), (0, Some(clock.now().plus(Duration::from_secs(60)))));
 }

@@ -15,6 +15,7 @@ mod error;
 mod expire;
 mod jobs;
 mod leader;
+mod next;
 pub mod open;
 mod operator;
 mod query;
@@ -197,6 +198,16 @@ impl Store for SqliteStore {
         self.write(move |t| claim::claim_due_steps(t, &p)).await
     }
 
+    async fn claim_due_work(&self, p: ClaimDueSteps) -> Result<ClaimedWork> {
+        self.write(move |t| {
+            let steps = claim::claim_due_steps(t, &p)?;
+            // A full claim may leave more due now: the caller claims again at once.
+            let next_due = if steps.len() < p.limit as usize { next::next_claimable(t, &p)? } else { None };
+            Ok(ClaimedWork { steps, now: t.now, next_due })
+        })
+        .await
+    }
+
     async fn record_replies(&self, p: RecordReplies) -> Result<Vec<ReplyOutcome>> {
         if p.replies.is_empty() {
             return Ok(Vec::new());
@@ -209,6 +220,15 @@ impl Store for SqliteStore {
 
     async fn expire_leases(&self, p: ExpireLeases) -> Result<ExpiryReport> {
         self.write(move |t| expire::expire_leases(t, &p.leader, p.limit, &p.policies)).await
+    }
+
+    async fn sweep(&self, p: ExpireLeases) -> Result<Swept> {
+        self.write(move |t| {
+            let report = expire::expire_leases(t, &p.leader, p.limit, &p.policies)?;
+            let (next_complete_by, next_due) = next::after_sweep(t)?;
+            Ok(Swept { report, now: t.now, next_complete_by, next_due })
+        })
+        .await
     }
 
     async fn release_instance_claims(&self, p: ReleaseInstanceClaims) -> Result<ExpiryReport> {
@@ -240,6 +260,14 @@ impl Store for SqliteStore {
 
     async fn reconcile(&self, p: Reconcile) -> Result<ReconcileReport> {
         self.write(move |t| reconcile::reconcile(t, &p)).await
+    }
+
+    async fn reconcile_pass(&self, p: Reconcile) -> Result<Reconciled> {
+        self.write(move |t| {
+            let report = reconcile::reconcile(t, &p)?;
+            Ok(Reconciled { report, now: t.now, next_at: next::after_reconcile(t)? })
+        })
+        .await
     }
 
     async fn extend_lease(&self, p: ExtendLease) -> Result<Timestamp> {

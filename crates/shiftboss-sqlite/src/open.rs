@@ -17,6 +17,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0003_workflows.sql"),
     include_str!("migrations/0004_history.sql"),
     include_str!("migrations/0005_rare_events.sql"),
+    include_str!("migrations/0006_next_due.sql"),
 ];
 
 /// The schema version this build writes and reads.

@@ -163,6 +163,12 @@ macro_rules! conformance_suite {
                 list_jobs_searches_by_handler_state_time_and_reason,
                 bulk_resubmit_counts_first_then_sends_given_up_jobs_back,
             }
+            next {
+                a_short_claim_reports_when_its_next_step_falls_due,
+                a_short_claim_reports_the_fallback_of_another_domains_step,
+                a_sweep_reports_the_next_complete_by_and_due_time,
+                a_reconcile_pass_reports_the_next_wait_or_deadline,
+            }
             archive {
                 requires_a_live_leader_term,
                 the_archiver_leaves_live_work_and_recent_finishes_alone,

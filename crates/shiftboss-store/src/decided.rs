@@ -35,6 +35,15 @@ impl StepRow {
     pub fn due_now(&self, state: StepState, now: Timestamp) -> bool {
         self.kind == StepKind::Agent.as_str() && state == StepState::Pending && self.due_at <= now.0
     }
+
+    /// True when the row is work someone sleeps until: an agent step that will be claimable (now
+    /// or at a later due time), or a timed wait the reconciler ends. Its transaction rings the
+    /// due-work channel so that sleepers read their next due times again.
+    pub fn queues_work(&self, state: StepState) -> bool {
+        let agent = self.kind == StepKind::Agent.as_str() && state == StepState::Pending && self.due_at < i64::MAX;
+        let wait = self.kind == StepKind::Wait.as_str() && self.due_at < i64::MAX;
+        agent || wait
+    }
 }
 
 /// The row of a step the decider creates, from its definition.
@@ -172,6 +181,12 @@ mod tests {
         let hold = step_row(&def, &new_step("hold", StepKind::Wait, StepState::Processing), 0, now).unwrap();
         assert_eq!(hold.due_at, i64::MAX, "a wait for a signal is never due by time");
         assert!(!hold.due_now(StepState::Processing, now));
+        assert!(row.queues_work(StepState::Pending), "a new agent step wakes the schedulers");
+        assert!(!hold.queues_work(StepState::Processing), "nobody sleeps until a signal");
+        let later = StepRow { due_at: 5000, ..row.clone() };
+        assert!(later.queues_work(StepState::Pending) && !later.due_now(StepState::Pending, now));
+        let held = StepRow { due_at: i64::MAX, ..row.clone() };
+        assert!(!held.queues_work(StepState::Pending), "a paused task's step waits for its resume");
         let missing = step_row(&def, &new_step("nope", StepKind::Agent, StepState::Pending), 0, now);
         assert!(matches!(missing, Err(StoreError::Incompatible(_))));
     }

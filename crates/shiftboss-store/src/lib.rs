@@ -49,7 +49,14 @@ pub trait Store: Send + Sync + 'static {
 
     /// Claims due Pending steps for one instance (P14). Which steps are chosen under the limit goes
     /// by highest priority, then oldest due; the order of the returned list is unspecified.
-    async fn claim_due_steps(&self, p: ClaimDueSteps) -> Result<Vec<ClaimedStep>>;
+    async fn claim_due_steps(&self, p: ClaimDueSteps) -> Result<Vec<ClaimedStep>> {
+        Ok(self.claim_due_work(p).await?.steps)
+    }
+
+    /// `claim_due_steps`, and in the same transaction, when the claim came up short, the next due
+    /// time of a step it could claim later (see [`ClaimedWork::next_due`]): an idle scheduler
+    /// sleeps until then instead of polling.
+    async fn claim_due_work(&self, p: ClaimDueSteps) -> Result<ClaimedWork>;
 
     /// Records agents' replies, each fenced by its lease token, and moves their tasks on.
     /// The outcomes are in the order of the replies.
@@ -57,7 +64,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// The supervisor's sweep (P6, P17): Processing steps whose complete-by has passed go back to
     /// Pending after their retry delay, or to Error at the threshold. Fenced by the leader's term.
-    async fn expire_leases(&self, p: ExpireLeases) -> Result<ExpiryReport>;
+    async fn expire_leases(&self, p: ExpireLeases) -> Result<ExpiryReport> {
+        Ok(self.sweep(p).await?.report)
+    }
+
+    /// `expire_leases`, and in the same transaction the next complete-by and the next due time
+    /// after it (see [`Swept`]), so that the supervisor sweeps when a lease can lapse, not on a tick.
+    async fn sweep(&self, p: ExpireLeases) -> Result<Swept>;
 
     /// On a scheduler's start: the steps its instance id held before it died go back to Pending
     /// at once (counted as a failure, so that a step that kills its process ends in Error).
@@ -85,7 +98,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// The reconciler's pass (C6), fenced by the leader's term: ends timed waits, fails tasks past
     /// their workflow's timeout, and decides again running tasks that have stalled.
-    async fn reconcile(&self, p: Reconcile) -> Result<ReconcileReport>;
+    async fn reconcile(&self, p: Reconcile) -> Result<ReconcileReport> {
+        Ok(self.reconcile_pass(p).await?.report)
+    }
+
+    /// `reconcile`, and in the same transaction the next time a timed wait ends or a live task's
+    /// deadline passes (see [`Reconciled`]).
+    async fn reconcile_pass(&self, p: Reconcile) -> Result<Reconciled>;
 
     /// A step heartbeat: moves the claim's complete-by on (see [`ExtendLease`]). Returns the new
     /// complete-by; a stale token is a `Conflict`.
@@ -138,10 +157,12 @@ pub trait Store: Send + Sync + 'static {
     /// A scheduler that stops says so, so that the others take its buckets at once.
     async fn sign_off(&self, instance: &InstanceId) -> Result<()>;
 
-    /// Calls `wake` whenever any process makes work due now (a submission, a next step, a step
-    /// released or resubmitted), until the returned subscription is dropped. Best effort:
-    /// schedulers poll as well, so a missed call only delays work until the next poll. The
-    /// default has no channel and never calls.
+    /// Calls `wake` whenever any process queues work (a submission, a next step, a step released,
+    /// resubmitted or sent back by a sweep or a failure, due now or later, or a timed wait
+    /// started), until the returned subscription is dropped: sleeping schedulers and supervisors
+    /// then read their next due times again. Best effort: they poll as well (rarely), so a
+    /// missed call only delays work until the next poll. The default has no channel and never
+    /// calls.
     fn subscribe_due_work(&self, _wake: WakeFn) -> Subscription {
         Subscription::none()
     }

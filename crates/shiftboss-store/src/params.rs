@@ -191,6 +191,42 @@ pub struct ExpiryReport {
     pub gave_up: u32,
 }
 
+/// What a claim took, and when this claimer should look again if nothing wakes it sooner.
+#[derive(Debug, Clone)]
+pub struct ClaimedWork {
+    pub steps: Vec<ClaimedStep>,
+    /// The store's time of the claim.
+    pub now: Timestamp,
+    /// When the claim took fewer steps than its limit: the earliest due time after `now` of a
+    /// pending step of the claim's agents and buckets (a delayed retry, a job due later), so that
+    /// the scheduler can sleep until then. `None` when there is none, or when the claim filled its
+    /// limit (more may be due now). Steps of a paused task are not counted.
+    pub next_due: Option<Timestamp>,
+}
+
+/// A sweep's report, and what the supervisor needs to know to sleep until its next sweep.
+#[derive(Debug, Clone)]
+pub struct Swept {
+    pub report: ExpiryReport,
+    /// The store's time of the sweep.
+    pub now: Timestamp,
+    /// The earliest complete-by of a step still Processing (of any holder) after the sweep.
+    pub next_complete_by: Option<Timestamp>,
+    /// The earliest due time of a pending agent step (of any agent; it may be `now` or earlier
+    /// when work waits to be claimed): a claim, and a complete-by, may follow from then on.
+    pub next_due: Option<Timestamp>,
+}
+
+/// A reconciler pass's report, and when the next timed repair falls due.
+#[derive(Debug, Clone)]
+pub struct Reconciled {
+    pub report: ReconcileReport,
+    /// The store's time of the pass.
+    pub now: Timestamp,
+    /// The earliest wake time of a timed wait, or deadline of a live task, still ahead.
+    pub next_at: Option<Timestamp>,
+}
+
 #[derive(Debug, Clone)]
 pub struct ElectLeader {
     /// The leader lease's name, such as "supervisor".

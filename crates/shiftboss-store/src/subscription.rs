@@ -15,6 +15,12 @@ impl Subscription {
         Subscription(None)
     }
 
+    /// True when the backend has a channel: the subscriber may then poll rarely, as a safety net
+    /// for lost notifications, instead of at its short interval.
+    pub fn is_live(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// A subscription that ends when `guard` is dropped.
     pub fn new(guard: impl Send + Sync + 'static) -> Self {
         Subscription(Some(Box::new(guard)))

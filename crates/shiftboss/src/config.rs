@@ -10,7 +10,8 @@
 //! [scheduler]
 //! concurrency = 64
 //! max_per_poll = 1000
-//! poll_interval = "500ms"
+//! poll_interval = "500ms"          # the poll period when the store cannot notify (SQLite)
+//! idle_poll = "10s"                # the poll period when it can (PostgreSQL's LISTEN/NOTIFY)
 //! first_delay = "0s"
 //! poll_mode = "fixed-delay"        # or "fixed-rate"
 //! agents = ["stock", "payment"]    # the agent types served; default: all
@@ -20,9 +21,10 @@
 //! domains = ["gpu"]                # isolation domains served, besides steps with no domain
 //!
 //! [supervisor]
-//! interval = "1s"
+//! interval = "1s"                  # a lapsed lease is taken back within it; never two sweeps within it
+//! idle_interval = "10s"            # with a store that notifies: the longest sleep between sweeps
 //! batch = 1000
-//! leader_ttl = "15s"
+//! leader_ttl = "15s"               # renewed every third of it
 //! reconcile_interval = "1s"        # timed waits and task timeouts are enforced within it
 //! stale_after = "1m"               # a live task with nothing live is decided again after this
 //!
@@ -49,7 +51,9 @@
 //! ```
 //!
 //! Environment overrides besides those of the flags: `SHIFTBOSS_SERVER_ENABLED` (true or false)
-//! and `SHIFTBOSS_CLIENT_BALANCE` (hash, round-robin or weighted).
+//! and `SHIFTBOSS_CLIENT_BALANCE` (hash, round-robin or weighted). `SHIFTBOSS_IDLE_POLL` and
+//! `SHIFTBOSS_SUPERVISOR_IDLE_INTERVAL` are those of `serve --idle-poll` and
+//! `--supervisor-idle-interval`.
 
 use anyhow::Context;
 use serde::Deserialize;
@@ -133,6 +137,8 @@ pub struct SchedulerSection {
     #[serde(default, with = "serde_duration::option")]
     pub poll_interval: Option<Duration>,
     #[serde(default, with = "serde_duration::option")]
+    pub idle_poll: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
     pub first_delay: Option<Duration>,
     pub poll_mode: Option<PollMode>,
     pub agents: Option<Vec<String>>,
@@ -148,6 +154,8 @@ pub struct SchedulerSection {
 pub struct SupervisorSection {
     #[serde(default, with = "serde_duration::option")]
     pub interval: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub idle_interval: Option<Duration>,
     pub batch: Option<u32>,
     #[serde(default, with = "serde_duration::option")]
     pub leader_ttl: Option<Duration>,
@@ -238,6 +246,8 @@ mod tests {
         assert_eq!(c.roles, Some(vec![Role::Scheduler, Role::Supervisor]));
         assert_eq!(c.scheduler.poll_mode, Some(PollMode::FixedDelay));
         assert_eq!(c.scheduler.poll_interval, Some(Duration::from_millis(500)));
+        assert_eq!(c.scheduler.idle_poll, Some(Duration::from_secs(10)));
+        assert_eq!(c.supervisor.idle_interval, Some(Duration::from_secs(10)));
         assert_eq!(c.scheduler.buckets.as_deref(), Some("share"));
         assert_eq!(c.scheduler.weight, Some(2));
         assert_eq!(c.agents["stock"].base_url, "http://127.0.0.1:8081");

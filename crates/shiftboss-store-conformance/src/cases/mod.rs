@@ -12,6 +12,7 @@ pub mod expire;
 pub mod fencing;
 pub mod jobs;
 pub mod leader;
+pub mod next;
 pub mod operator;
 pub mod policies;
 pub mod query;

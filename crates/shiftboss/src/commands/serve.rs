@@ -24,9 +24,14 @@ pub struct ServeArgs {
     /// Most steps claimed in one poll.
     #[arg(long)]
     max_per_poll: Option<u32>,
-    /// How often to poll for due work when nothing wakes the scheduler.
+    /// How often to poll for due work when nothing wakes the scheduler and the store cannot
+    /// notify (SQLite without a wake channel).
     #[arg(long, value_parser = humantime::parse_duration)]
     poll_interval: Option<Duration>,
+    /// With a store that notifies (PostgreSQL): the longest an idle scheduler sleeps between polls
+    /// (notifications and the next due time wake it sooner).
+    #[arg(long, env = "SHIFTBOSS_IDLE_POLL", value_parser = humantime::parse_duration)]
+    idle_poll: Option<Duration>,
     /// How long after start the first poll waits.
     #[arg(long, value_parser = humantime::parse_duration)]
     first_delay: Option<Duration>,
@@ -47,9 +52,13 @@ pub struct ServeArgs {
     /// An HTTP agent NAME wrapping the service at URL (repeatable), besides the config file's.
     #[arg(long = "agent", value_name = "NAME=URL", value_parser = parse_agent)]
     agents: Vec<(String, String)>,
-    /// How often the supervisor sweeps for lapsed leases.
+    /// The supervisor's sweep never runs twice within this interval, and a lapsed lease is taken
+    /// back within it.
     #[arg(long, value_parser = humantime::parse_duration)]
     supervisor_interval: Option<Duration>,
+    /// With a store that notifies: the longest the idle supervisor sleeps between sweeps.
+    #[arg(long, env = "SHIFTBOSS_SUPERVISOR_IDLE_INTERVAL", value_parser = humantime::parse_duration)]
+    supervisor_idle_interval: Option<Duration>,
     /// Stop when standard input closes: for a parent process (the demo) that starts serve
     /// processes, so that they never outlive it, even when it is killed.
     #[arg(long, hide = true)]
@@ -112,6 +121,9 @@ impl ServeArgs {
         if let Some(v) = self.poll_interval.or(fs.poll_interval) {
             s.poll_interval = v;
         }
+        if let Some(v) = self.idle_poll.or(fs.idle_poll) {
+            s.idle_poll = v;
+        }
         if let Some(v) = self.first_delay.or(fs.first_delay) {
             s.first_delay = v;
         }
@@ -147,6 +159,9 @@ impl ServeArgs {
         let (v, fv) = (&mut c.supervisor, &file.supervisor);
         if let Some(x) = self.supervisor_interval.or(fv.interval) {
             v.interval = x;
+        }
+        if let Some(x) = self.supervisor_idle_interval.or(fv.idle_interval) {
+            v.idle_interval = x;
         }
         if let Some(x) = fv.batch {
             v.batch = x;

@@ -1,0 +1,301 @@
+//! Idle load (issue 6): an idle engine whose store can notify makes a handful of store calls, not
+//! one per poll interval, and still starts a delayed retry on time (it sleeps until the next due
+//! time its claim reported, not until its next poll).
+//!
+//! The store is SQLite behind a wrapper that counts every call and claims to have a due-work
+//! channel (one that never rings), so the engine takes its long idle cadences: only the next
+//! times the store reports can wake it.
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use shiftboss_core::buckets::Member;
+use shiftboss_core::model::TaskRecord;
+use shiftboss_core::retry::RetryPolicy;
+use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_core::{InstanceId, TaskId, TaskState, Timestamp};
+use shiftboss_engine::agent::{Agent, AgentCall, AgentError};
+use shiftboss_engine::{Engine, EngineConfig, Roles};
+use shiftboss_sqlite::{OpenOptions, SqliteStore};
+use shiftboss_store::*;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Counts the calls of each store operation, and says it can notify.
+struct Counting {
+    inner: SqliteStore,
+    calls: Mutex<BTreeMap<&'static str, u32>>,
+}
+
+impl Counting {
+    fn count(&self, op: &'static str) {
+        *self.calls.lock().unwrap().entry(op).or_default() += 1;
+    }
+
+    fn calls(&self) -> BTreeMap<&'static str, u32> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+/// The differences between two counts, for the operations that changed.
+fn since(before: &BTreeMap<&'static str, u32>, after: &BTreeMap<&'static str, u32>) -> BTreeMap<&'static str, u32> {
+    after.iter().map(|(k, v)| (*k, v - before.get(k).copied().unwrap_or(0))).filter(|(_, v)| *v > 0).collect()
+}
+
+#[async_trait]
+impl Store for Counting {
+    async fn now(&self) -> Result<Timestamp> {
+        self.count("now");
+        self.inner.now().await
+    }
+
+    async fn register_workflow(&self, def: &WorkflowDef) -> Result<RegisterOutcome> {
+        self.count("register_workflow");
+        self.inner.register_workflow(def).await
+    }
+
+    async fn get_workflow(&self, name: &str, version: Option<u32>) -> Result<Option<WorkflowDef>> {
+        self.count("get_workflow");
+        self.inner.get_workflow(name, version).await
+    }
+
+    async fn submit_task(&self, p: SubmitTask) -> Result<Submitted> {
+        self.count("submit_task");
+        self.inner.submit_task(p).await
+    }
+
+    async fn claim_due_steps(&self, p: ClaimDueSteps) -> Result<Vec<ClaimedStep>> {
+        self.count("claim_due_steps");
+        self.inner.claim_due_steps(p).await
+    }
+
+    async fn claim_due_work(&self, p: ClaimDueSteps) -> Result<ClaimedWork> {
+        self.count("claim_due_work");
+        self.inner.claim_due_work(p).await
+    }
+
+    async fn record_replies(&self, p: RecordReplies) -> Result<Vec<ReplyOutcome>> {
+        self.count("record_replies");
+        self.inner.record_replies(p).await
+    }
+
+    async fn expire_leases(&self, p: ExpireLeases) -> Result<ExpiryReport> {
+        self.count("expire_leases");
+        self.inner.expire_leases(p).await
+    }
+
+    async fn sweep(&self, p: ExpireLeases) -> Result<Swept> {
+        self.count("sweep");
+        self.inner.sweep(p).await
+    }
+
+    async fn release_instance_claims(&self, p: ReleaseInstanceClaims) -> Result<ExpiryReport> {
+        self.count("release_instance_claims");
+        self.inner.release_instance_claims(p).await
+    }
+
+    async fn elect_leader(&self, p: ElectLeader) -> Result<Option<LeaderTerm>> {
+        self.count("elect_leader");
+        self.inner.elect_leader(p).await
+    }
+
+    async fn resign_leader(&self, term: &LeaderTerm) -> Result<()> {
+        self.count("resign_leader");
+        self.inner.resign_leader(term).await
+    }
+
+    async fn resubmit_step(&self, p: ResubmitStep) -> Result<()> {
+        self.count("resubmit_step");
+        self.inner.resubmit_step(p).await
+    }
+
+    async fn cancel_task(&self, p: CancelTask) -> Result<()> {
+        self.count("cancel_task");
+        self.inner.cancel_task(p).await
+    }
+
+    async fn operate_task(&self, p: OperateTask) -> Result<()> {
+        self.count("operate_task");
+        self.inner.operate_task(p).await
+    }
+
+    async fn reconcile(&self, p: Reconcile) -> Result<ReconcileReport> {
+        self.count("reconcile");
+        self.inner.reconcile(p).await
+    }
+
+    async fn reconcile_pass(&self, p: Reconcile) -> Result<Reconciled> {
+        self.count("reconcile_pass");
+        self.inner.reconcile_pass(p).await
+    }
+
+    async fn extend_lease(&self, p: ExtendLease) -> Result<Timestamp> {
+        self.count("extend_lease");
+        self.inner.extend_lease(p).await
+    }
+
+    async fn enqueue_jobs(&self, p: EnqueueJobs) -> Result<Vec<Submitted>> {
+        self.count("enqueue_jobs");
+        self.inner.enqueue_jobs(p).await
+    }
+
+    async fn list_jobs(&self, q: JobQuery) -> Result<Vec<JobRecord>> {
+        self.count("list_jobs");
+        self.inner.list_jobs(q).await
+    }
+
+    async fn find_job(&self, job: JobRef) -> Result<Option<JobRecord>> {
+        self.count("find_job");
+        self.inner.find_job(job).await
+    }
+
+    async fn resubmit_jobs(&self, p: ResubmitJobs) -> Result<ResubmitReport> {
+        self.count("resubmit_jobs");
+        self.inner.resubmit_jobs(p).await
+    }
+
+    async fn archive(&self, p: Archive) -> Result<ArchiveReport> {
+        self.count("archive");
+        self.inner.archive(p).await
+    }
+
+    async fn list_workflows(&self) -> Result<Vec<WorkflowSummary>> {
+        self.count("list_workflows");
+        self.inner.list_workflows().await
+    }
+
+    async fn get_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {
+        self.count("get_task");
+        self.inner.get_task(id).await
+    }
+
+    async fn find_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>> {
+        self.count("find_task_by_key");
+        self.inner.find_task_by_key(key).await
+    }
+
+    async fn get_archived_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {
+        self.count("get_archived_task");
+        self.inner.get_archived_task(id).await
+    }
+
+    async fn find_archived_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>> {
+        self.count("find_archived_task_by_key");
+        self.inner.find_archived_task_by_key(key).await
+    }
+
+    async fn list_tasks(&self, p: ListTasks) -> Result<Vec<TaskRecord>> {
+        self.count("list_tasks");
+        self.inner.list_tasks(p).await
+    }
+
+    async fn summarize(&self) -> Result<Summary> {
+        self.count("summarize");
+        self.inner.summarize().await
+    }
+
+    async fn task_counts(&self) -> Result<Vec<(TaskState, u64)>> {
+        self.count("task_counts");
+        self.inner.task_counts().await
+    }
+
+    async fn heartbeat(&self, p: Heartbeat) -> Result<Vec<Member>> {
+        self.count("heartbeat");
+        self.inner.heartbeat(p).await
+    }
+
+    async fn sign_off(&self, instance: &InstanceId) -> Result<()> {
+        self.count("sign_off");
+        self.inner.sign_off(instance).await
+    }
+
+    /// A channel that never rings: the engine believes lost notifications are its only risk.
+    fn subscribe_due_work(&self, _wake: WakeFn) -> Subscription {
+        Subscription::new(())
+    }
+}
+
+/// Fails its first call, then succeeds; records when each call started.
+struct FailsOnce {
+    starts: Arc<Mutex<Vec<Instant>>>,
+}
+
+#[async_trait]
+impl Agent for FailsOnce {
+    async fn call(&self, _call: &AgentCall) -> Result<Value, AgentError> {
+        let mut starts = self.starts.lock().unwrap();
+        starts.push(Instant::now());
+        if starts.len() == 1 { Err(AgentError::Failure("not yet".into())) } else { Ok(json!({})) }
+    }
+}
+
+/// Short bounds everywhere (the old fixed ticks would make dozens of calls a second), long idle
+/// cadences: only what the store reports can wake the roles on time.
+fn config() -> EngineConfig {
+    let mut c = EngineConfig { roles: Roles::default(), ..EngineConfig::default() };
+    c.scheduler.poll_interval = Duration::from_millis(50);
+    c.scheduler.idle_poll = Duration::from_secs(30);
+    c.supervisor.interval = Duration::from_millis(100);
+    c.supervisor.reconcile_interval = Duration::from_millis(100);
+    c.supervisor.idle_interval = Duration::from_secs(30);
+    c.supervisor.leader_ttl = Duration::from_secs(90);
+    c.supervisor.archive.interval = Duration::from_secs(30);
+    c
+}
+
+const RETRY_AFTER: Duration = Duration::from_millis(600);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_engine_makes_few_store_calls_and_starts_a_delayed_retry_on_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Counting {
+        inner: SqliteStore::open(dir.path().join("s.db"), &OpenOptions::default()).unwrap(),
+        calls: Mutex::default(),
+    });
+    let starts = Arc::new(Mutex::new(Vec::new()));
+    let engine = Engine::builder(store.clone(), InstanceId::new("idle-1").unwrap())
+        .agent("flaky", FailsOnce { starts: starts.clone() })
+        .agent_retry("flaky", RetryPolicy::Intervals { intervals: vec![RETRY_AFTER], max_failures: None })
+        .config(config())
+        .build()
+        .unwrap();
+    let def = r#"{"name":"w","steps":[{"name":"a","agent":"flaky","timeout":"5s"}]}"#;
+    engine.register_workflow(&WorkflowDef::from_json(def).unwrap()).await.unwrap();
+    let running = engine.start();
+
+    let task = engine
+        .submit(SubmitTask {
+            key: "t".into(),
+            workflow: "w".into(),
+            version: None,
+            input: json!({}),
+            priority: 0,
+            actor: "test".into(),
+        })
+        .await
+        .unwrap()
+        .task_id;
+    let give_up = Instant::now() + Duration::from_secs(20);
+    while !store.inner.get_task(task).await.unwrap().unwrap().task.state.is_terminal() {
+        assert!(Instant::now() < give_up, "the task never ended");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let starts = starts.lock().unwrap().clone();
+    assert_eq!(starts.len(), 2, "one failure, one retry");
+    let gap = starts[1] - starts[0];
+    // The retry is due RETRY_AFTER after the failure was recorded, which is after the first start;
+    // the idle poll (30 s) cannot be what started it.
+    assert!(gap >= RETRY_AFTER - Duration::from_millis(1), "the retry started early: {gap:?}");
+    assert!(gap < RETRY_AFTER + Duration::from_millis(400), "the retry started late: {gap:?}");
+
+    // Idle now: the stale complete-by of the finished step (5 s away) is the nearest thing the
+    // supervisor knows of, every other cadence is 30 s; the old ticks would make about 60 calls.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = store.calls();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let idle = since(&before, &store.calls());
+    let total: u32 = idle.values().sum();
+    assert!(total <= 2, "an idle engine made {total} store calls in 3 s: {idle:?}");
+    running.shutdown().await;
+}

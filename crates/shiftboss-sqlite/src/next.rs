@@ -1,0 +1,73 @@
+//! When the sleeping roles should look next (idle load, issue 6). Each read runs inside the claim,
+//! sweep or reconciler transaction it belongs to. `steps_next_due` and `steps_deadline` make each
+//! `min` one index entry.
+
+use crate::error::map_err;
+use crate::tx::Tx;
+use rusqlite::types::Value;
+use rusqlite::{Params, params};
+use shiftboss_core::Timestamp;
+use shiftboss_store::{ClaimDueSteps, StoreError};
+use std::rc::Rc;
+
+/// A paused task's pending steps are due at this time: they wait for a resume, which notifies.
+const HELD: i64 = i64::MAX;
+
+/// The earliest time after now at which a pending step becomes claimable by this claimer: its due
+/// time, or for a step routed to a domain the claimer does not serve, its fallback time.
+pub fn next_claimable(t: &Tx<'_>, p: &ClaimDueSteps) -> Result<Option<Timestamp>, StoreError> {
+    let agents: Rc<Vec<Value>> = Rc::new(p.agents.iter().map(|a| Value::from(a.clone())).collect());
+    let filtered = p.buckets.is_some();
+    let buckets: Rc<Vec<Value>> = Rc::new(p.buckets.iter().flatten().map(|b| Value::from(i64::from(*b))).collect());
+    let domains: Rc<Vec<Value>> = Rc::new(p.domains.iter().map(|d| Value::from(d.clone())).collect());
+    let due = min(
+        t,
+        "SELECT min(due_at) FROM steps
+          WHERE state = 'pending' AND due_at > ?1 AND due_at < ?2 AND agent IN rarray(?3)
+            AND (?4 = 0 OR bucket IN rarray(?5))",
+        params![t.now.0, HELD, agents.clone(), filtered, buckets.clone()],
+    )?;
+    let fallback = min(
+        t,
+        "SELECT min(fallback_at) FROM steps
+          WHERE state = 'pending' AND due_at <= ?1 AND fallback_at > ?1 AND agent IN rarray(?2)
+            AND (?3 = 0 OR bucket IN rarray(?4)) AND domain IS NOT NULL AND domain NOT IN rarray(?5)",
+        params![t.now.0, agents, filtered, buckets, domains],
+    )?;
+    Ok(earliest(due, fallback))
+}
+
+/// After a sweep: the earliest complete-by still ahead (an `alert_only` step past its deadline has
+/// none), and the earliest due time of a pending step (a claim, then a complete-by, may follow).
+pub fn after_sweep(t: &Tx<'_>) -> Result<(Option<Timestamp>, Option<Timestamp>), StoreError> {
+    let complete_by =
+        min(t, "SELECT min(complete_by) FROM steps WHERE state = 'processing' AND complete_by < ?1", [HELD])?;
+    let due = min(t, "SELECT min(due_at) FROM steps WHERE state = 'pending' AND due_at < ?1", [HELD])?;
+    Ok((complete_by, due))
+}
+
+/// After a reconciler pass: the earliest end of a timed wait, or deadline of a live task.
+pub fn after_reconcile(t: &Tx<'_>) -> Result<Option<Timestamp>, StoreError> {
+    let wait =
+        min(t, "SELECT min(due_at) FROM steps WHERE kind = 'wait' AND state = 'processing' AND due_at < ?1", [HELD])?;
+    let deadline = min(
+        t,
+        "SELECT min(deadline_at) FROM tasks
+          WHERE deadline_at IS NOT NULL AND state IN ('running', 'paused', 'compensating')",
+        [],
+    )?;
+    Ok(earliest(wait, deadline))
+}
+
+fn min(t: &Tx<'_>, sql: &str, p: impl Params) -> Result<Option<Timestamp>, StoreError> {
+    let mut st = t.tx.prepare_cached(sql).map_err(map_err)?;
+    let at: Option<i64> = st.query_row(p, |r| r.get(0)).map_err(map_err)?;
+    Ok(at.map(Timestamp))
+}
+
+fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
