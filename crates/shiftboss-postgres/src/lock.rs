@@ -26,6 +26,26 @@ use shiftboss_store::StoreError;
 /// exist is left out (the caller finds it missing when it reads it). Tasks this transaction holds
 /// already cost nothing.
 pub async fn lock_tasks(t: &Tx<'_>, ids: &[TaskId]) -> Result<(), StoreError> {
+    // The locking clause sits above the sort in the plan, so rows are locked in the ORDER BY's
+    // order: ancestors (lower ids) before their descendants.
+    const WITH_ANCESTORS: &str = "WITH RECURSIVE line (id, parent) AS (
+             SELECT id, parent_task_id FROM tasks WHERE id = ANY($1)
+             UNION
+             SELECT up.id, up.parent_task_id FROM tasks up JOIN line ON up.id = line.parent
+         )
+         SELECT id FROM tasks WHERE id IN (SELECT id FROM line) ORDER BY id FOR UPDATE";
+    lock_in_order(t, ids, WITH_ANCESTORS).await
+}
+
+/// Locks top-level tasks (the caller read that none has a parent), in ascending id order as
+/// [`lock_tasks`] does, without its walk up the tree: a reply batch of retry jobs locks hundreds.
+pub async fn lock_roots(t: &Tx<'_>, ids: &[TaskId]) -> Result<(), StoreError> {
+    lock_in_order(t, ids, "SELECT id FROM tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE").await
+}
+
+/// Runs `sql` (which locks in ascending id order and returns the locked ids) for the tasks not
+/// held yet, and records what it locked.
+async fn lock_in_order(t: &Tx<'_>, ids: &[TaskId], sql: &str) -> Result<(), StoreError> {
     let mut ids: Vec<i64> = {
         let held = t.locked.lock().unwrap_or_else(|p| p.into_inner());
         // A task held was locked with its ancestors (or below one of them), so they are held too.
@@ -36,37 +56,7 @@ pub async fn lock_tasks(t: &Tx<'_>, ids: &[TaskId]) -> Result<(), StoreError> {
     if ids.is_empty() {
         return Ok(());
     }
-    // The locking clause sits above the sort in the plan, so rows are locked in the ORDER BY's
-    // order: ancestors (lower ids) before their descendants.
-    let rows = t
-        .query(
-            "WITH RECURSIVE line (id, parent) AS (
-                 SELECT id, parent_task_id FROM tasks WHERE id = ANY($1)
-                 UNION
-                 SELECT up.id, up.parent_task_id FROM tasks up JOIN line ON up.id = line.parent
-             )
-             SELECT id FROM tasks WHERE id IN (SELECT id FROM line) ORDER BY id FOR UPDATE",
-            &[&ids],
-        )
-        .await?;
-    let locked = rows.iter().map(|r| get(r, 0).map(TaskId)).collect::<Result<Vec<_>, _>>()?;
-    t.locked.lock().unwrap_or_else(|p| p.into_inner()).extend(locked);
-    Ok(())
-}
-
-/// Locks top-level tasks (the caller read that none has a parent), in ascending id order as
-/// [`lock_tasks`] does, without its walk up the tree: a reply batch of retry jobs locks hundreds.
-pub async fn lock_roots(t: &Tx<'_>, ids: &[TaskId]) -> Result<(), StoreError> {
-    let mut ids: Vec<i64> = {
-        let held = t.locked.lock().unwrap_or_else(|p| p.into_inner());
-        ids.iter().filter(|id| !held.contains(id)).map(|id| id.0).collect()
-    };
-    ids.sort_unstable();
-    ids.dedup();
-    if ids.is_empty() {
-        return Ok(());
-    }
-    let rows = t.query("SELECT id FROM tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE", &[&ids]).await?;
+    let rows = t.query(sql, &[&ids]).await?;
     let locked = rows.iter().map(|r| get(r, 0).map(TaskId)).collect::<Result<Vec<_>, _>>()?;
     t.locked.lock().unwrap_or_else(|p| p.into_inner()).extend(locked);
     Ok(())

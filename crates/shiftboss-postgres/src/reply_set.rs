@@ -80,6 +80,9 @@ pub async fn record_set(
     replies: &[(&Reply, TaskId)],
 ) -> Result<Vec<Option<ReplyOutcome>>, StoreError> {
     let applied = apply_steps(t, actor, replies).await?;
+    if applied.is_empty() {
+        return Ok(vec![None; replies.len()]);
+    }
     let tasks: Vec<i64> = replies.iter().filter(|(r, _)| applied.contains(&r.step_id.0)).map(|(_, t)| t.0).collect();
     let task_sql = format!("SELECT id, {TASK_ROW_COLUMNS} FROM tasks WHERE id = ANY($1)");
     let step_sql =
@@ -125,8 +128,9 @@ pub async fn record_set(
                 continue;
             }
             Some(o) => {
+                let state = o.state;
                 moves.push(*task_id, o);
-                moves.states[moves.ids.len() - 1]
+                state
             }
         };
         out[i] = Some(ReplyOutcome::Applied { task_state: state, scheduled: 0 });
