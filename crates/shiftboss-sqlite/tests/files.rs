@@ -217,7 +217,7 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, shiftboss_sqlite::SCHEMA_VERSION);
-    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 6);
+    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 7);
     // Migration 5: events are indexed by kind only for the rare kinds the summary counts.
     let indexes: Vec<String> = c
         .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' ORDER BY name")
@@ -228,6 +228,25 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
         .unwrap();
     assert!(indexes.contains(&"events_lapses".to_owned()), "{indexes:?}");
     assert!(!indexes.contains(&"events_by_kind".to_owned()), "{indexes:?}");
+    // Migration 7: no condition of a hot table's schema is a list of constants (SQLite builds a
+    // temporary b-tree for each run of a statement testing one), and the state CHECKs still refuse.
+    let schema: Vec<(String, String)> = c
+        .prepare("SELECT name, sql FROM sqlite_master WHERE name IN ('tasks', 'steps', 'events_lapses') ORDER BY name")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(schema.len(), 3, "{schema:?}");
+    for (name, sql) in &schema {
+        assert!(!sql.contains(" IN ("), "{name} still tests a list: {sql}");
+    }
+    let bad_task = c.execute("UPDATE tasks SET state = 'done' WHERE task_key = 'old'", []);
+    assert!(bad_task.unwrap_err().to_string().contains("CHECK"), "a task state outside the list is refused");
+    let bad_step = c.execute("UPDATE steps SET state = 'done' WHERE idempotency_key = 'k-old'", []);
+    assert!(bad_step.unwrap_err().to_string().contains("CHECK"), "a step state outside the list is refused");
+    c.execute("UPDATE tasks SET state = 'terminated' WHERE task_key = 'old'", []).unwrap();
+    c.execute("UPDATE tasks SET state = 'running' WHERE task_key = 'old'", []).unwrap();
     // The tasks table was rebuilt (migration 3): ids, steps and references survive it.
     let detail = shiftboss_store::Store::get_task(&store, old.id).await.unwrap().expect("the old task");
     assert_eq!(detail.steps.len(), 1);
