@@ -19,6 +19,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (4, "0004_history", include_str!("migrations/0004_history.sql")),
     (5, "0005_rare_events", include_str!("migrations/0005_rare_events.sql")),
     (6, "0006_next_due", include_str!("migrations/0006_next_due.sql")),
+    (7, "0007_lean_step_indexes", include_str!("migrations/0007_lean_step_indexes.sql")),
 ];
 
 /// The schema version this build writes and reads.

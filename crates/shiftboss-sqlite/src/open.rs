@@ -19,6 +19,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0005_rare_events.sql"),
     include_str!("migrations/0006_next_due.sql"),
     include_str!("migrations/0007_checks_in_place.sql"),
+    include_str!("migrations/0008_lean_step_indexes.sql"),
 ];
 
 /// The schema version this build writes and reads.
