@@ -15,47 +15,123 @@
 //! (see `limits`).
 
 use crate::limits::{Allowances, lock_limited};
+use crate::next::next_claimable_expr;
 use crate::rows::{get, json};
-use crate::tx::Tx;
+use crate::tx::{Conn, DB_NOW_EXPR, Params, Tx};
 use shiftboss_core::{LeaseToken, StepId, TaskId, Timestamp};
-use shiftboss_store::{AgentLimit, ClaimDueSteps, ClaimedStep, ExtendLease, StoreError, event_kind as ev};
+use shiftboss_store::{AgentLimit, ClaimDueSteps, ClaimedStep, ClaimedWork, ExtendLease, StoreError, event_kind as ev};
+use std::sync::LazyLock;
+use tokio_postgres::Row;
 
-/// With a response timeout, complete-by starts at the first response window; heartbeats move it
-/// on (see [`extend_lease`]). A step routed to a domain is claimed only by an instance serving it,
-/// until its fallback time.
-const CLAIM: &str = "
-WITH picked AS MATERIALIZED (
+/// The claim statement: it picks, locks, updates and records, and reports the store's time and the
+/// next due time of what it left, so that a claim without limited agents is one statement and one
+/// round trip ([`claim_work_at_once`]).
+///
+/// `$2` is the store's time when the caller has it (a transaction's, a manual clock's); NULL takes
+/// the database's clock, read once in `clock`. With a response timeout, complete-by starts at the
+/// first response window; heartbeats move it on (see [`extend_lease`]). A step routed to a domain
+/// is claimed only by an instance serving it, until its fallback time.
+///
+/// `next` is read only when the claim took fewer than its limit: a full claim may leave more due
+/// now, and its fallback part reads every step due now (tens of thousands in a drain). It reads the
+/// statement's snapshot, from before the claim: the steps it counts are due after now, or due now
+/// but not this claimer's, which the claim does not touch. It is MATERIALIZED so that it runs once,
+/// not once per claimed row. The last SELECT returns one row even when nothing was claimed.
+static CLAIM: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "
+WITH clock AS MATERIALIZED (
+    SELECT coalesce($2::bigint, ({DB_NOW_EXPR})) AS now
+), picked AS MATERIALIZED (
     SELECT id FROM steps
-     WHERE state = 'pending' AND due_at <= $2 AND agent = ANY($3)
+     WHERE state = 'pending' AND due_at <= (SELECT now FROM clock) AND agent = ANY($3)
        AND ($6::int[] IS NULL OR bucket = ANY($6))
-       AND (domain IS NULL OR domain = ANY($7) OR fallback_at <= $2)
+       AND (domain IS NULL OR domain = ANY($7) OR fallback_at <= (SELECT now FROM clock))
      ORDER BY priority DESC, due_at, id
      LIMIT $4
        FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE steps s SET state = 'processing', locked_by = $1,
-           complete_by = $2 + least(s.timeout_ms, coalesce(s.response_timeout_ms, s.timeout_ms)), claimed_at = $2,
-           lease_token = s.lease_token + 1, attempts = s.attempts + 1, updated_at = $2
-      FROM picked
+           complete_by = c.now + least(s.timeout_ms, coalesce(s.response_timeout_ms, s.timeout_ms)),
+           claimed_at = c.now, lease_token = s.lease_token + 1, attempts = s.attempts + 1, updated_at = c.now
+      FROM picked, clock c
      WHERE s.id = picked.id AND s.state = 'pending'
     RETURNING s.id, s.task_id, s.name, s.agent, s.lease_token, s.complete_by, s.attempts, s.input, s.config,
               s.idempotency_key
 ), recorded AS (
     INSERT INTO events (task_id, step_id, at, kind, level, actor, detail)
-    SELECT task_id, id, $2, $5, 'info', $1,
+    SELECT task_id, id, (SELECT now FROM clock), $5, 'info', $1,
            json_build_object('lease_token', lease_token, 'complete_by', complete_by, 'attempt', attempts)::text
       FROM claimed
      ORDER BY id
+), next AS MATERIALIZED (
+    SELECT CASE WHEN (SELECT count(*) FROM claimed) < $4 THEN {next} END AS at FROM clock
 )
-SELECT id, task_id, name, agent, lease_token, complete_by, attempts, input, config, idempotency_key FROM claimed";
+SELECT c.now, n.at, s.id, s.task_id, s.name, s.agent, s.lease_token, s.complete_by, s.attempts, s.input, s.config,
+       s.idempotency_key
+  FROM clock c CROSS JOIN next n LEFT JOIN claimed s ON true",
+        next = next_claimable_expr("now", "$3", "$6", "$7")
+    )
+});
+
+/// What a claim statement returned: the store's time, the next due time of what it left, and the
+/// steps it claimed.
+struct Claimed {
+    now: Timestamp,
+    next_due: Option<Timestamp>,
+    steps: Vec<ClaimedStep>,
+}
+
+async fn run_claim(
+    c: &Conn<'_>,
+    p: &ClaimDueSteps,
+    now: Option<Timestamp>,
+    agents: &[String],
+    limit: u32,
+) -> Result<Claimed, StoreError> {
+    let buckets: Option<Vec<i32>> = p.buckets.as_ref().map(|b| b.iter().map(|&x| i32::from(x)).collect());
+    let now = now.map(|t| t.0);
+    let params: Params<'_> =
+        &[&p.instance.as_str(), &now, &agents, &i64::from(limit), &ev::STEP_CLAIMED, &buckets, &p.domains];
+    let rows = c.query(&CLAIM, params).await?;
+    let first = rows.first().ok_or_else(|| StoreError::Backend("the claim statement returned no row".into()))?;
+    let now = Timestamp(get(first, 0)?);
+    let next_due = get::<Option<i64>>(first, 1)?.map(Timestamp);
+    let mut steps = Vec::with_capacity(rows.len());
+    for r in &rows {
+        // The one row of a claim that took nothing has no step.
+        if get::<Option<i64>>(r, 2)?.is_some() {
+            steps.push(claimed_step(r, 2, now)?);
+        }
+    }
+    Ok(Claimed { now, next_due, steps })
+}
+
+/// A claim with no limited agent (see [`has_limited_agent`]), as one statement that commits on its
+/// own: one round trip and one commit, where a transaction took five (begin, the clock, the claim,
+/// the next due time, commit); that is most of an idle scheduler's pickup latency. `now` is the
+/// store's manual clock, if it has one.
+pub async fn claim_work_at_once(
+    c: &Conn<'_>,
+    p: &ClaimDueSteps,
+    now: Option<Timestamp>,
+) -> Result<ClaimedWork, StoreError> {
+    if p.limit == 0 || p.agents.is_empty() || p.buckets.as_ref().is_some_and(Vec::is_empty) {
+        let now = match now {
+            Some(now) => now,
+            None => crate::tx::db_now(c).await?,
+        };
+        return Ok(ClaimedWork { steps: Vec::new(), now, next_due: None });
+    }
+    let claimed = run_claim(c, p, now, &p.agents, p.limit).await?;
+    Ok(ClaimedWork { steps: claimed.steps, now: claimed.now, next_due: claimed.next_due })
+}
 
 pub async fn claim_due_steps(t: &Tx<'_>, p: &ClaimDueSteps) -> Result<Vec<ClaimedStep>, StoreError> {
     if p.limit == 0 || p.agents.is_empty() || p.buckets.as_ref().is_some_and(Vec::is_empty) {
         return Ok(Vec::new());
     }
-    let limit_of = |agent: &str| -> Option<&AgentLimit> {
-        p.limits.iter().find(|l| l.agent == agent && (l.max_concurrent.is_some() || l.per_second.is_some()))
-    };
+    let limit_of = |agent: &str| limit_of(p, agent);
     let free: Vec<String> = p.agents.iter().filter(|a| limit_of(a).is_none()).cloned().collect();
     let mut claimed = Vec::new();
     if !free.is_empty() {
@@ -88,30 +164,35 @@ async fn claim_group(
     agents: &[String],
     limit: u32,
 ) -> Result<Vec<ClaimedStep>, StoreError> {
-    let buckets: Option<Vec<i32>> = p.buckets.as_ref().map(|b| b.iter().map(|&x| i32::from(x)).collect());
-    let rows = t
-        .query(
-            CLAIM,
-            &[&p.instance.as_str(), &t.now.0, &agents, &i64::from(limit), &ev::STEP_CLAIMED, &buckets, &p.domains],
-        )
-        .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(ClaimedStep {
-                id: StepId(get(r, 0)?),
-                task_id: TaskId(get(r, 1)?),
-                name: get(r, 2)?,
-                agent: get(r, 3)?,
-                lease_token: LeaseToken(get(r, 4)?),
-                complete_by: Timestamp(get(r, 5)?),
-                claimed_at: t.now,
-                attempt: crate::rows::count(r, 6, "steps.attempts")?,
-                input: json(r, 7, "steps.input")?,
-                config: json(r, 8, "steps.config")?,
-                idempotency_key: get(r, 9)?,
-            })
-        })
-        .collect()
+    Ok(run_claim(t, p, Some(t.now), agents, limit).await?.steps)
+}
+
+/// A claimed step from its row's columns `at..at + 10`: id, task_id, name, agent, lease_token,
+/// complete_by, attempts, input, config, idempotency_key.
+pub fn claimed_step(r: &Row, at: usize, now: Timestamp) -> Result<ClaimedStep, StoreError> {
+    Ok(ClaimedStep {
+        id: StepId(get(r, at)?),
+        task_id: TaskId(get(r, at + 1)?),
+        name: get(r, at + 2)?,
+        agent: get(r, at + 3)?,
+        lease_token: LeaseToken(get(r, at + 4)?),
+        complete_by: Timestamp(get(r, at + 5)?),
+        claimed_at: now,
+        attempt: crate::rows::count(r, at + 6, "steps.attempts")?,
+        input: json(r, at + 7, "steps.input")?,
+        config: json(r, at + 8, "steps.config")?,
+        idempotency_key: get(r, at + 9)?,
+    })
+}
+
+/// Whether an agent of the claim has a concurrency or rate limit: such a claim locks the limits'
+/// rows first, so it runs as a transaction of several statements.
+pub fn has_limited_agent(p: &ClaimDueSteps) -> bool {
+    p.agents.iter().any(|a| limit_of(p, a).is_some())
+}
+
+fn limit_of<'p>(p: &'p ClaimDueSteps, agent: &str) -> Option<&'p AgentLimit> {
+    p.limits.iter().find(|l| l.agent == agent && (l.max_concurrent.is_some() || l.per_second.is_some()))
 }
 
 /// A step heartbeat: complete-by moves to now plus the response timeout, never past the claim's

@@ -339,6 +339,19 @@ impl Store for PostgresStore {
     }
 
     async fn claim_due_work(&self, p: ClaimDueSteps) -> Result<ClaimedWork> {
+        if !claim::has_limited_agent(&p) {
+            let manual = match &self.inner.clock {
+                Clock::Database => None,
+                Clock::Manual(m) => Some(m.now()),
+            };
+            let c = self.inner.pool.get().await.map_err(pool_err)?;
+            // One statement commits on its own: a crash before it has sent nothing, after it the
+            // claim is committed, as for a transaction's commit.
+            fault::reached(fault::FaultPoint::BeforeCommit);
+            let work = claim::claim_work_at_once(&Conn::new(&c, Some(&c.statement_cache)), &p, manual).await?;
+            fault::reached(fault::FaultPoint::AfterCommit);
+            return Ok(work);
+        }
         self.write(async |t| {
             let steps = claim::claim_due_steps(t, &p).await?;
             // A full claim may leave more due now: the caller claims again at once.

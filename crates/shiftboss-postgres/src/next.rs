@@ -7,25 +7,32 @@ use crate::rows::get;
 use crate::tx::Tx;
 use shiftboss_core::Timestamp;
 use shiftboss_store::{ClaimDueSteps, StoreError};
+use std::sync::LazyLock;
 
 /// The earliest time after now at which a pending step becomes claimable by this claimer: its due
 /// time, or for a step routed to a domain the claimer does not serve, its fallback time. Paused
 /// tasks' steps (due at `HELD`) wait for a resume, which notifies.
 pub async fn next_claimable(t: &Tx<'_>, p: &ClaimDueSteps) -> Result<Option<Timestamp>, StoreError> {
+    static NEXT: LazyLock<String> = LazyLock::new(|| format!("SELECT {}", next_claimable_expr("$1", "$2", "$3", "$4")));
     let buckets: Option<Vec<i32>> = p.buckets.as_ref().map(|b| b.iter().map(|&x| i32::from(x)).collect());
-    let row = t
-        .query_one(
-            "SELECT least(
-                (SELECT min(due_at) FROM steps
-                  WHERE state = 'pending' AND due_at > $1 AND due_at < $2 AND agent = ANY($3)
-                    AND ($4::int[] IS NULL OR bucket = ANY($4))),
-                (SELECT min(fallback_at) FROM steps
-                  WHERE state = 'pending' AND due_at <= $1 AND fallback_at > $1 AND agent = ANY($3)
-                    AND ($4::int[] IS NULL OR bucket = ANY($4)) AND domain IS NOT NULL AND NOT (domain = ANY($5))))",
-            &[&t.now.0, &HELD, &p.agents, &buckets, &p.domains],
-        )
-        .await?;
+    let row = t.query_one(&NEXT, &[&t.now.0, &p.agents, &buckets, &p.domains]).await?;
     Ok(get::<Option<i64>>(&row, 0)?.map(Timestamp))
+}
+
+/// [`next_claimable`] as an SQL expression, also part of the claim statement. The arguments name
+/// what holds the time, the agents (text[]), the buckets (int[], NULL for all) and the claimer's
+/// domains (text[]).
+pub fn next_claimable_expr(now: &str, agents: &str, buckets: &str, domains: &str) -> String {
+    format!(
+        "least(
+            (SELECT min(due_at) FROM steps
+              WHERE state = 'pending' AND due_at > {now} AND due_at < {HELD} AND agent = ANY({agents})
+                AND ({buckets}::int[] IS NULL OR bucket = ANY({buckets}))),
+            (SELECT min(fallback_at) FROM steps
+              WHERE state = 'pending' AND due_at <= {now} AND fallback_at > {now} AND agent = ANY({agents})
+                AND ({buckets}::int[] IS NULL OR bucket = ANY({buckets})) AND domain IS NOT NULL
+                AND NOT (domain = ANY({domains}))))"
+    )
 }
 
 /// After a sweep: the earliest complete-by still ahead (an `alert_only` step past its deadline has

@@ -59,13 +59,21 @@ impl<'a> Conn<'a> {
     }
 }
 
+macro_rules! db_now_expr {
+    () => {
+        "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+    };
+}
+
 /// The store's time by the database's clock, in milliseconds.
 ///
 /// `clock_timestamp()`, not `now()`: `now()` is frozen at the start of the transaction, and a
 /// caller's transaction (submit_task_in) may have been open for a while; clock_timestamp() is the
 /// time this statement runs. Taken once per transaction, so every comparison in it uses one instant.
 /// Truncated like the host clock's milliseconds, so that `now` is never ahead of the server.
-pub const DB_NOW: &str = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+pub const DB_NOW: &str = concat!("SELECT ", db_now_expr!());
+/// [`DB_NOW`]'s expression, for statements that read the clock themselves (the claim).
+pub const DB_NOW_EXPR: &str = db_now_expr!();
 
 pub async fn db_now(c: &Conn<'_>) -> Result<Timestamp, StoreError> {
     Ok(Timestamp(c.query_one(DB_NOW, &[]).await?.get(0)))
