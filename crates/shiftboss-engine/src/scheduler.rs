@@ -16,6 +16,7 @@ use shiftboss_store::{
     Store,
 };
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
@@ -84,8 +85,9 @@ impl Scheduler {
         rate.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let (reply_tx, reply_rx) = mpsc::channel::<Pending>(this.config.concurrency as usize);
         let reply_rx = Arc::new(tokio::sync::Mutex::new(reply_rx));
+        let waiting = Arc::new(AtomicBool::new(false));
         let writers: Vec<_> = (0..this.config.reply_writers)
-            .map(|_| tokio::spawn(this.clone().write_replies(reply_rx.clone())))
+            .map(|_| tokio::spawn(this.clone().write_replies(reply_rx.clone(), waiting.clone())))
             .collect();
         let slots = Arc::new(Semaphore::new(this.config.concurrency as usize));
         let mut running = JoinSet::new();
@@ -133,8 +135,14 @@ impl Scheduler {
                 }
             }
             while running.try_join_next().is_some() {}
-            if more_due && slots.available_permits() > 0 {
-                continue;
+            // Out of slots, or the claim was full: freed slots may find work due now, so the reply
+            // writers ring once they free some. Raised before looking at the slots again, so that a
+            // writer freeing slots in between either is seen here or sees the flag.
+            if more_due || free == 0 {
+                waiting.store(true, Ordering::SeqCst);
+                if slots.available_permits() > 0 {
+                    continue;
+                }
             }
             let saturated = slots.available_permits() == 0;
             let fixed_rate = this.config.poll_mode == PollMode::FixedRate;
@@ -277,7 +285,16 @@ impl Scheduler {
     /// Drains the reply channel into batches, one transaction each. A batch that cannot be
     /// written for a passing reason is tried again, not dropped: a step done but never recorded
     /// would run again for nothing.
-    async fn write_replies(self: Arc<Self>, rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Pending>>>) {
+    ///
+    /// Once a batch is recorded its slots are free. The writer rings the scheduler when it waits
+    /// for slots (`waiting`), or when the store has no channel of its own: with one, the work a
+    /// reply queued (a next step, a retry) rings through it, and ringing on every batch cost an
+    /// idle scheduler a claim that found nothing after each reply.
+    async fn write_replies(
+        self: Arc<Self>,
+        rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Pending>>>,
+        waiting: Arc<AtomicBool>,
+    ) {
         loop {
             // One writer takes a batch at a time; it writes while another takes the next.
             let pending = {
@@ -318,9 +335,11 @@ impl Scheduler {
                     }
                 }
             }
-            // The slots free up now that the replies are recorded (or given up): look for more work.
+            // The slots free up now that the replies are recorded (or given up).
             drop(pending);
-            self.wake.notify_one();
+            if !self.notified || waiting.swap(false, Ordering::SeqCst) {
+                self.wake.notify_one();
+            }
         }
     }
 
