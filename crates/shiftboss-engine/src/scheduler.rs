@@ -287,9 +287,11 @@ impl Scheduler {
     /// would run again for nothing.
     ///
     /// Once a batch is recorded its slots are free. The writer rings the scheduler when it waits
-    /// for slots (`waiting`), or when the store has no channel of its own: with one, the work a
-    /// reply queued (a next step, a retry) rings through it, and ringing on every batch cost an
-    /// idle scheduler a claim that found nothing after each reply.
+    /// for slots (`waiting`), when a reply may have queued work (a next step, a retry: any reply
+    /// that did not end its task), or when the store has no channel of its own. A batch that only
+    /// ended tasks rings nothing: ringing after every batch cost an idle scheduler a claim that
+    /// found nothing after each job. (A child task's end may move its parent on; that work rings
+    /// through the store's channel.)
     async fn write_replies(
         self: Arc<Self>,
         rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Pending>>>,
@@ -312,6 +314,8 @@ impl Scheduler {
             let batch: Vec<Reply> = pending.iter().map(|p| p.reply.clone()).collect();
             shiftboss_store::fault::reached(shiftboss_store::fault::FaultPoint::AfterCall);
             let mut tries = 0u32;
+            // Until recorded, assume the batch queued work.
+            let mut queued = true;
             loop {
                 let p = RecordReplies {
                     instance: self.instance.clone(),
@@ -321,6 +325,12 @@ impl Scheduler {
                 match self.store.record_replies(p).await {
                     Ok(outcomes) => {
                         self.count(&batch, &outcomes);
+                        queued = outcomes.iter().any(|o| match o {
+                            ReplyOutcome::Applied { task_state, scheduled } => {
+                                *scheduled > 0 || !task_state.is_terminal()
+                            }
+                            ReplyOutcome::Rejected { .. } => false,
+                        });
                         break;
                     }
                     Err(e) if e.is_transient() || tries < 5 => {
@@ -337,7 +347,7 @@ impl Scheduler {
             }
             // The slots free up now that the replies are recorded (or given up).
             drop(pending);
-            if !self.notified || waiting.swap(false, Ordering::SeqCst) {
+            if queued || !self.notified || waiting.swap(false, Ordering::SeqCst) {
                 self.wake.notify_one();
             }
         }
