@@ -43,7 +43,8 @@ pub async fn run(db: &DbTarget, a: ClaimArgs) -> anyhow::Result<Value> {
             domains: Vec::new(),
             limits: Vec::new(),
         };
-        let steps = store.claim_due_steps(p).await?;
+        // The scheduler's claim (on PostgreSQL one statement when no agent is limited).
+        let steps = store.claim_due_work(p).await?.steps;
         claim.push(ms(t));
 
         let replies = steps
