@@ -60,7 +60,9 @@ mod linux {
     const FAST_FOR: Duration = Duration::from_millis(5);
     const SLOW_STEP: Duration = Duration::from_millis(1);
     /// A write that shows no commit by then was not one (a large transaction spilling its cache,
-    /// a checkpoint truncating the WAL); the commit that follows writes again.
+    /// a checkpoint truncating the WAL), or was a commit whose fsync is that slow (a loaded disk).
+    /// The watcher rings then anyway: a commit still in progress holds the write lock, which the
+    /// scheduler's claim waits for, and a ring for nothing costs one claim that finds nothing.
     const GIVE_UP_AFTER: Duration = Duration::from_secs(1);
 
     #[derive(Debug, thiserror::Error)]
@@ -206,7 +208,11 @@ mod linux {
                     return;
                 }
                 let waited = started.elapsed();
-                if waited > GIVE_UP_AFTER || self.stopping() {
+                if self.stopping() {
+                    return;
+                }
+                if waited > GIVE_UP_AFTER {
+                    (self.wake)();
                     return;
                 }
                 std::thread::sleep(if waited < FAST_FOR { FAST_STEP } else { SLOW_STEP });
