@@ -32,9 +32,10 @@ use tokio_postgres::Row;
 /// first response window; heartbeats move it on (see [`extend_lease`]). A step routed to a domain
 /// is claimed only by an instance serving it, until its fallback time.
 ///
-/// `next` is read only when the claim took fewer than its limit: a full claim may leave more due
-/// now, and its fallback part reads every step due now (tens of thousands in a drain). It reads the
-/// statement's snapshot, from before the claim: the steps it counts are due after now, or due now
+/// `next` is read only when the caller asks (`$8`: a claim of several agent groups reads it once,
+/// for all its agents, in `next::next_claimable`) and the claim took fewer than its limit: a full
+/// claim may leave more due now, and the fallback part reads every step due now (tens of thousands
+/// in a drain). It reads the statement's snapshot, from before the claim: the steps it counts are due after now, or due now
 /// but not this claimer's, which the claim does not touch. It is MATERIALIZED so that it runs once,
 /// not once per claimed row. The last SELECT returns one row even when nothing was claimed.
 static CLAIM: LazyLock<String> = LazyLock::new(|| {
@@ -65,7 +66,7 @@ WITH clock AS MATERIALIZED (
       FROM claimed
      ORDER BY id
 ), next AS MATERIALIZED (
-    SELECT CASE WHEN (SELECT count(*) FROM claimed) < $4 THEN {next} END AS at FROM clock
+    SELECT CASE WHEN $8 AND (SELECT count(*) FROM claimed) < $4 THEN {next} END AS at FROM clock
 )
 SELECT c.now, n.at, s.id, s.task_id, s.name, s.agent, s.lease_token, s.complete_by, s.attempts, s.input, s.config,
        s.idempotency_key
@@ -88,11 +89,12 @@ async fn run_claim(
     now: Option<Timestamp>,
     agents: &[String],
     limit: u32,
+    want_next: bool,
 ) -> Result<Claimed, StoreError> {
     let buckets: Option<Vec<i32>> = p.buckets.as_ref().map(|b| b.iter().map(|&x| i32::from(x)).collect());
     let now = now.map(|t| t.0);
     let params: Params<'_> =
-        &[&p.instance.as_str(), &now, &agents, &i64::from(limit), &ev::STEP_CLAIMED, &buckets, &p.domains];
+        &[&p.instance.as_str(), &now, &agents, &i64::from(limit), &ev::STEP_CLAIMED, &buckets, &p.domains, &want_next];
     let rows = c.query(&CLAIM, params).await?;
     let first = rows.first().ok_or_else(|| StoreError::Backend("the claim statement returned no row".into()))?;
     let now = Timestamp(get(first, 0)?);
@@ -123,7 +125,7 @@ pub async fn claim_work_at_once(
         };
         return Ok(ClaimedWork { steps: Vec::new(), now, next_due: None });
     }
-    let claimed = run_claim(c, p, now, &p.agents, p.limit).await?;
+    let claimed = run_claim(c, p, now, &p.agents, p.limit, true).await?;
     Ok(ClaimedWork { steps: claimed.steps, now: claimed.now, next_due: claimed.next_due })
 }
 
@@ -164,7 +166,7 @@ async fn claim_group(
     agents: &[String],
     limit: u32,
 ) -> Result<Vec<ClaimedStep>, StoreError> {
-    Ok(run_claim(t, p, Some(t.now), agents, limit).await?.steps)
+    Ok(run_claim(t, p, Some(t.now), agents, limit, false).await?.steps)
 }
 
 /// A claimed step from its row's columns `at..at + 10`: id, task_id, name, agent, lease_token,
