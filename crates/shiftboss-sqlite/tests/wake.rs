@@ -55,6 +55,23 @@ fn open(path: &Path) -> SqliteStore {
     SqliteStore::open(path, &OpenOptions::default()).unwrap()
 }
 
+/// A new store file with two handles on it (a scheduler's and a client's, as two processes would
+/// hold), and a bell for the scheduler side's subscription.
+struct Files {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    scheduler_side: SqliteStore,
+    client_side: SqliteStore,
+    bell: Arc<Bell>,
+}
+
+fn files() -> Files {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let (scheduler_side, client_side) = (open(&path), open(&path));
+    Files { _dir: dir, path, scheduler_side, client_side, bell: Arc::new(Bell::default()) }
+}
+
 async fn enqueue(store: &SqliteStore, n: u32) {
     let job = EnqueueJob::new("send-mail", serde_json::json!({ "n": n }));
     store.enqueue_jobs(EnqueueJobs { jobs: vec![job], actor: "test".into() }).await.unwrap();
@@ -62,10 +79,7 @@ async fn enqueue(store: &SqliteStore, n: u32) {
 
 #[tokio::test]
 async fn a_job_enqueued_through_another_handle_rings_the_subscriber() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
-    let (scheduler_side, client_side) = (open(&path), open(&path));
-    let bell = Arc::new(Bell::default());
+    let Files { _dir, path: _, scheduler_side, client_side, bell } = files();
     let _sub = scheduler_side.subscribe_due_work(bell.wake_fn());
     // The watcher rings once when it starts (work committed before it watched is found by a look).
     let started = bell.rung_after(0, "the watcher started").await;
@@ -76,10 +90,7 @@ async fn a_job_enqueued_through_another_handle_rings_the_subscriber() {
 
 #[tokio::test]
 async fn the_watcher_survives_checkpoints() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
-    let (scheduler_side, client_side) = (open(&path), open(&path));
-    let bell = Arc::new(Bell::default());
+    let Files { _dir, path, scheduler_side, client_side, bell } = files();
     let _sub = scheduler_side.subscribe_due_work(bell.wake_fn());
     let mut seen = bell.rung_after(0, "the watcher started").await;
     let raw = rusqlite::Connection::open(&path).unwrap();
@@ -94,10 +105,7 @@ async fn the_watcher_survives_checkpoints() {
 
 #[tokio::test]
 async fn dropping_the_subscription_stops_the_watcher() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
-    let (scheduler_side, client_side) = (open(&path), open(&path));
-    let bell = Arc::new(Bell::default());
+    let Files { _dir, path: _, scheduler_side, client_side, bell } = files();
     let wake = bell.wake_fn();
     let sub = scheduler_side.subscribe_due_work(wake.clone());
     bell.rung_after(0, "the watcher started").await;
