@@ -18,6 +18,8 @@ mod leader;
 mod next;
 pub mod open;
 mod operator;
+#[cfg(test)]
+mod plans;
 mod query;
 mod reconcile;
 mod replies;

@@ -50,14 +50,13 @@ pub fn after_sweep(t: &Tx<'_>) -> Result<(Option<Timestamp>, Option<Timestamp>),
 pub fn after_reconcile(t: &Tx<'_>) -> Result<Option<Timestamp>, StoreError> {
     let wait =
         min(t, "SELECT min(due_at) FROM steps WHERE kind = 'wait' AND state = 'processing' AND due_at < ?1", [HELD])?;
-    let deadline = min(
-        t,
-        "SELECT min(deadline_at) FROM tasks
-          WHERE deadline_at IS NOT NULL AND state IN ('running', 'paused', 'compensating')",
-        [],
-    )?;
+    let deadline = min(t, NEXT_DEADLINE, [])?;
     Ok(earliest(wait, deadline))
 }
+
+/// The earliest deadline of a live task, by `tasks_deadline` (its condition word for word).
+pub(crate) const NEXT_DEADLINE: &str = "SELECT min(deadline_at) FROM tasks INDEXED BY tasks_deadline
+      WHERE deadline_at IS NOT NULL AND (state = 'running' OR state = 'paused' OR state = 'compensating')";
 
 fn min(t: &Tx<'_>, sql: &str, p: impl Params) -> Result<Option<Timestamp>, StoreError> {
     let mut st = t.tx.prepare_cached(sql).map_err(map_err)?;

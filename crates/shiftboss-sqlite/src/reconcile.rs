@@ -13,6 +13,18 @@ use shiftboss_core::time::duration_ms;
 use shiftboss_core::{StepState, TaskId};
 use shiftboss_store::{Reconcile, ReconcileReport, StoreError, event_kind as ev};
 
+/// Live tasks past their workflow's timeout, by `tasks_deadline` (its condition word for word).
+pub(crate) const LATE_TASKS: &str = "SELECT id FROM tasks INDEXED BY tasks_deadline
+     WHERE deadline_at <= ?1 AND deadline_at IS NOT NULL
+       AND (state = 'running' OR state = 'paused' OR state = 'compensating')
+     ORDER BY deadline_at LIMIT ?2";
+
+/// Live tasks unchanged for a while with no step pending or processing, by `tasks_stale`.
+pub(crate) const STALLED_TASKS: &str = "SELECT id FROM tasks INDEXED BY tasks_stale
+     WHERE (state = 'running' OR state = 'compensating') AND updated_at <= ?1
+       AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.task_id = tasks.id AND s.state IN ('pending', 'processing'))
+     ORDER BY updated_at LIMIT ?2";
+
 pub fn reconcile(t: &Tx<'_>, p: &Reconcile) -> Result<ReconcileReport, StoreError> {
     check_leader(t, &p.leader)?;
     let actor = format!("reconciler:{}", p.leader.holder);
@@ -32,12 +44,7 @@ pub fn reconcile(t: &Tx<'_>, p: &Reconcile) -> Result<ReconcileReport, StoreErro
         report.waits_ended += 1;
     }
 
-    let late: Vec<(i64,)> = select(
-        t,
-        "SELECT id FROM tasks WHERE deadline_at <= ?1 AND deadline_at IS NOT NULL AND state IN ('running', 'paused', 'compensating')
-         ORDER BY deadline_at LIMIT ?2",
-        params![t.now.0, p.limit],
-    )?;
+    let late: Vec<(i64,)> = select(t, LATE_TASKS, params![t.now.0, p.limit])?;
     for (task,) in late {
         // Cleared whatever happens, so that a task is looked at once; a compensating task runs its
         // compensations to the end and does not count.
@@ -47,13 +54,7 @@ pub fn reconcile(t: &Tx<'_>, p: &Reconcile) -> Result<ReconcileReport, StoreErro
         t.tx.execute("UPDATE tasks SET deadline_at = NULL WHERE id = ?1", [task]).map_err(map_err)?;
     }
 
-    let stalled: Vec<(i64,)> = select(
-        t,
-        "SELECT id FROM tasks WHERE state IN ('running', 'compensating') AND updated_at <= ?1
-           AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.task_id = tasks.id AND s.state IN ('pending', 'processing'))
-         ORDER BY updated_at LIMIT ?2",
-        params![t.now.0 - duration_ms(p.stale_after), p.limit],
-    )?;
+    let stalled: Vec<(i64,)> = select(t, STALLED_TASKS, params![t.now.0 - duration_ms(p.stale_after), p.limit])?;
     for (task,) in stalled {
         let task = TaskId(task);
         t.event(task, None, ev::TASK_REDECIDED, EventLevel::Alert, &actor, json!({}))?;
