@@ -28,6 +28,8 @@ fn tree(t: &Tx<'_>, table: &str, root: TaskId) -> Result<Vec<i64>, StoreError> {
 /// Moves the rows of tasks `ids` (a JSON array) from one set of tables to the other; returns the
 /// (tasks, steps, events) moved.
 fn move_rows(t: &Tx<'_>, ids: &str, to_history: bool) -> Result<(u64, u64, u64), StoreError> {
+    // The events this transaction recorded move too.
+    t.flush_events()?;
     let mut moved = [0u64; 3];
     // Children rows (events, steps) go first one way and last the other, for the foreign keys.
     let order: [(usize, &str, &str); 3] = if to_history {

@@ -95,6 +95,7 @@ impl SqliteStore {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(map_err)?;
             let t = Tx::new(&tx, this.clock_now(), &this.inner.defs);
             let out = f(&t)?;
+            t.flush_events()?;
             fault::reached(fault::FaultPoint::BeforeCommit);
             tx.commit().map_err(map_err)?;
             fault::reached(fault::FaultPoint::AfterCommit);
@@ -128,7 +129,9 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 pub fn submit_task_in(tx: &Transaction<'_>, p: &SubmitTask) -> Result<Submitted> {
     let defs = DefCache::default();
     let t = Tx::new(tx, Timestamp::from_system(SystemTime::now()), &defs);
-    submit::submit(&t, p)
+    let out = submit::submit(&t, p)?;
+    t.flush_events()?;
+    Ok(out)
 }
 
 /// Enqueues retry jobs inside the caller's own transaction (M1, P12): the business record and
@@ -142,7 +145,7 @@ pub fn enqueue_jobs_in(tx: &Transaction<'_>, p: &EnqueueJobs) -> Result<Vec<Subm
     let defs = DefCache::default();
     let t = Tx::new(tx, Timestamp::from_system(SystemTime::now()), &defs);
     tx.execute_batch("SAVEPOINT shiftboss_enqueue").map_err(map_err)?;
-    match jobs::enqueue(&t, &p.jobs, &p.actor) {
+    match jobs::enqueue(&t, &p.jobs, &p.actor).and_then(|out| t.flush_events().map(|()| out)) {
         Ok(out) => {
             tx.execute_batch("RELEASE shiftboss_enqueue").map_err(map_err)?;
             Ok(out)
