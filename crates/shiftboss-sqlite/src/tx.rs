@@ -59,7 +59,10 @@ fn insert_events_sql(rows: usize) -> &'static str {
                     format!("(?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{})", p + 1, p + 2, p + 3, p + 4, p + 5, p + 6, p + 7)
                 })
                 .collect();
-            format!("INSERT INTO events (task_id, step_id, at, kind, level, actor, detail) VALUES {}", values.join(", "))
+            format!(
+                "INSERT INTO events (task_id, step_id, at, kind, level, actor, detail) VALUES {}",
+                values.join(", ")
+            )
         };
         EVENT_CHUNKS.into_iter().map(|n| (n, sql(n))).collect()
     });
@@ -147,6 +150,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    type EventRow = (i64, Option<i64>, i64, String, String, String, String);
+
     /// 75 events go out as 64 + 8 + 1 + 1 + 1 rows: each lands with its own fields, in order.
     #[test]
     fn flushed_events_keep_their_fields_and_order() {
@@ -167,7 +172,7 @@ mod tests {
         t.flush_events().unwrap();
         let mut st =
             tx.prepare("SELECT task_id, step_id, at, kind, level, actor, detail FROM events ORDER BY id").unwrap();
-        let rows: Vec<(i64, Option<i64>, i64, String, String, String, String)> = st
+        let rows: Vec<EventRow> = st
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?)))
             .unwrap()
             .collect::<Result<_, _>>()
@@ -177,8 +182,15 @@ mod tests {
             let i = i as i64;
             let level = if i % 2 == 0 { "info" } else { "alert" };
             let step = (i % 3 != 0).then_some(i * 10);
-            let expected =
-                (i, step, 1234, format!("kind.{i}"), level.to_owned(), format!("actor-{i}"), json!({"n": i}).to_string());
+            let expected = (
+                i,
+                step,
+                1234,
+                format!("kind.{i}"),
+                level.to_owned(),
+                format!("actor-{i}"),
+                json!({"n": i}).to_string(),
+            );
             assert_eq!(row, expected);
         }
     }
