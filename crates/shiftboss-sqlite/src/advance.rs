@@ -32,11 +32,14 @@ pub struct TaskRow {
     pub key: String,
     pub priority: i32,
     pub depth: i64,
+    /// Set for a sub-workflow's child task: its end moves the parent's step.
+    pub is_child: bool,
 }
 
 pub fn load_task(t: &Tx<'_>, task_id: TaskId) -> Result<TaskRow, StoreError> {
     t.tx.prepare_cached(
-        "SELECT state, workflow, workflow_version, input, task_key, priority, depth FROM tasks WHERE id = ?1",
+        "SELECT state, workflow, workflow_version, input, task_key, priority, depth, parent_task_id IS NOT NULL
+         FROM tasks WHERE id = ?1",
     )
     .and_then(|mut st| {
         st.query_row([task_id.0], |r| {
@@ -48,6 +51,7 @@ pub fn load_task(t: &Tx<'_>, task_id: TaskId) -> Result<TaskRow, StoreError> {
                 key: r.get(4)?,
                 priority: r.get(5)?,
                 depth: r.get(6)?,
+                is_child: r.get(7)?,
             })
         })
         .optional()
@@ -78,7 +82,7 @@ fn advance_rounds(t: &Tx<'_>, task_id: TaskId, actor: &str) -> Result<Advanced, 
         for action in decision.actions {
             scheduled += apply(t, task_id, &task, &def, action, actor)?;
         }
-        let state = move_task(t, task_id, task.state, decision.task, actor)?;
+        let state = move_task(t, task_id, &task, decision.task, actor)?;
         // A child that ended at once (or could not start) changed a step of ours: decide again.
         let again = t
             .advancing
@@ -405,9 +409,9 @@ fn tell_parent(
 }
 
 /// Writes the task's own move; returns its state after.
-fn move_task(t: &Tx<'_>, task_id: TaskId, now: TaskState, m: TaskMove, actor: &str) -> Result<TaskState, StoreError> {
+fn move_task(t: &Tx<'_>, task_id: TaskId, task: &TaskRow, m: TaskMove, actor: &str) -> Result<TaskState, StoreError> {
     let Some(decided::TaskOutcome { state, kind, level, detail, output }) = decided::task_outcome(m) else {
-        return Ok(now);
+        return Ok(task.state);
     };
     t.tx.prepare_cached("UPDATE tasks SET state = ?2, output = coalesce(?3, output), updated_at = ?4 WHERE id = ?1")
         .and_then(|mut st| {
@@ -415,7 +419,8 @@ fn move_task(t: &Tx<'_>, task_id: TaskId, now: TaskState, m: TaskMove, actor: &s
         })
         .map_err(map_err)?;
     t.event(task_id, None, kind, level, actor, detail)?;
-    if state.is_terminal() {
+    // A top-level task (most of them) has no parent to tell: that saves a read per finished task.
+    if state.is_terminal() && task.is_child {
         tell_parent(t, task_id, state, output.as_ref(), actor)?;
     }
     Ok(state)
@@ -438,10 +443,10 @@ pub fn time_out(t: &Tx<'_>, task_id: TaskId, actor: &str) -> Result<bool, StoreE
     let reason = "the workflow's timeout passed".to_owned();
     let rows = load_views(t, task_id)?;
     if def.compensate_on_failure && shiftboss_core::decider::needs_compensation(&def, &rows) {
-        move_task(t, task_id, task.state, TaskMove::Compensate { step: String::new(), reason }, actor)?;
+        move_task(t, task_id, &task, TaskMove::Compensate { step: String::new(), reason }, actor)?;
         advance_task(t, task_id, actor)?;
     } else {
-        move_task(t, task_id, task.state, TaskMove::Fail { step: String::new(), reason }, actor)?;
+        move_task(t, task_id, &task, TaskMove::Fail { step: String::new(), reason }, actor)?;
     }
     Ok(true)
 }

@@ -27,6 +27,11 @@ struct Replied {
 }
 
 pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply, policies: &RetryPolicies) -> Result<ReplyOutcome, StoreError> {
+    if let Some(applied) = end_fenced(t, actor, r)? {
+        return Ok(applied);
+    }
+    // A failed attempt, or a reply the fence refused: read the step to plan the retry, or to say
+    // why it was refused.
     let row =
         t.tx.prepare_cached("SELECT task_id, state, lease_token, kind = 'agent' FROM steps WHERE id = ?1")
             .and_then(|mut st| {
@@ -55,8 +60,8 @@ pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply, policies: &RetryPolicies
         // Whether it gives up is the policy's to say below; either way it needs a processing step.
         ReplyResult::Failed(_) => StepEvent::Fail { give_up: false },
     };
-    let next = match state.on(event) {
-        Ok(next) if token == r.lease_token.0 => next,
+    match state.on(event) {
+        Ok(_) if token == r.lease_token.0 => {}
         outcome => {
             let reason = if token != r.lease_token.0 {
                 format!("lease {} lapsed; the step was claimed again (lease {token})", r.lease_token.0)
@@ -73,48 +78,63 @@ pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply, policies: &RetryPolicies
             )?;
             return Ok(ReplyOutcome::Rejected { reason });
         }
+    }
+    let ReplyResult::Failed(reason) = &r.result else {
+        // The fence refused this reply, yet the step as read would take it: the two disagree.
+        return Err(StoreError::Backend(format!(
+            "step {} is {state} under lease {token}, yet its fenced update changed no row",
+            r.step_id
+        )));
     };
-    let (output, error) = match &r.result {
-        ReplyResult::Completed(v) => (Some(v.to_string()), None),
-        ReplyResult::PermanentError(e) => (None, Some(truncate(e))),
-        ReplyResult::Failed(reason) => {
-            // Only a failure needs the count and the policy: a completion does not parse them.
-            let (agent, failure_count, retry, locked_by): (String, u32, Option<RetryPolicy>, Option<String>) =
-                t.tx.prepare_cached("SELECT agent, failure_count, retry, locked_by FROM steps WHERE id = ?1")
-                    .and_then(|mut st| {
-                        st.query_row([r.step_id.0], |row| {
-                            Ok((row.get(0)?, row.get(1)?, crate::rows::retry_policy(row, 2)?, row.get(3)?))
-                        })
-                    })
-                    .map_err(map_err)?;
-            let held = LapsedStep {
-                agent: &agent,
-                failure_count,
-                retry: retry.as_ref(),
-                locked_by: locked_by.as_deref(),
-                lease_token: token,
-                on_timeout: OnTimeout::Retry,
-            };
-            let plan = lapse::plan_failure(held, reason, t.now, policies, fastrand::f64());
-            if !write_plan(t, r.step_id, task_id, token, plan, actor)? {
-                return Err(StoreError::Backend(format!("fenced update of step {} changed no row", r.step_id)));
-            }
-            let adv = advance_task(t, task_id, actor)?;
-            return Ok(ReplyOutcome::Applied { task_state: adv.state, scheduled: adv.scheduled });
-        }
+    // Only a failure needs the count and the policy: a completion does not parse them.
+    let (agent, failure_count, retry, locked_by): (String, u32, Option<RetryPolicy>, Option<String>) =
+        t.tx.prepare_cached("SELECT agent, failure_count, retry, locked_by FROM steps WHERE id = ?1")
+            .and_then(|mut st| {
+                st.query_row([r.step_id.0], |row| {
+                    Ok((row.get(0)?, row.get(1)?, crate::rows::retry_policy(row, 2)?, row.get(3)?))
+                })
+            })
+            .map_err(map_err)?;
+    let held = LapsedStep {
+        agent: &agent,
+        failure_count,
+        retry: retry.as_ref(),
+        locked_by: locked_by.as_deref(),
+        lease_token: token,
+        on_timeout: OnTimeout::Retry,
     };
-    // The WHERE repeats the fence, so that this write cannot apply even if the checks above were wrong.
-    let changed =
+    let plan = lapse::plan_failure(held, reason, t.now, policies, fastrand::f64());
+    if !write_plan(t, r.step_id, task_id, token, plan, actor)? {
+        return Err(StoreError::Backend(format!("fenced update of step {} changed no row", r.step_id)));
+    }
+    let adv = advance_task(t, task_id, actor)?;
+    Ok(ReplyOutcome::Applied { task_state: adv.state, scheduled: adv.scheduled })
+}
+
+/// Ends the step of a completion or a permanent error in one statement whose WHERE is the fence
+/// (this lease, still processing, an agent's step), then moves its task on. `None` when the reply
+/// is a failed attempt, or when the fence refused it.
+fn end_fenced(t: &Tx<'_>, actor: &str, r: &Reply) -> Result<Option<ReplyOutcome>, StoreError> {
+    let (event, output, error) = match &r.result {
+        ReplyResult::Completed(v) => (StepEvent::Complete, Some(v.to_string()), None),
+        ReplyResult::PermanentError(e) => (StepEvent::PermanentError, None, Some(truncate(e))),
+        ReplyResult::Failed(_) => return Ok(None),
+    };
+    let next = StepState::Processing
+        .on(event)
+        .map_err(|e| StoreError::Backend(format!("a processing step cannot take a {event:?} reply: {e}")))?;
+    let task_id: Option<i64> =
         t.tx.prepare_cached(
             "UPDATE steps SET state = ?3, output = ?4, last_error = coalesce(?5, last_error),
                     locked_by = NULL, complete_by = NULL, updated_at = ?6
-             WHERE id = ?1 AND lease_token = ?2 AND state = 'processing' AND kind = 'agent'",
+             WHERE id = ?1 AND lease_token = ?2 AND state = 'processing' AND kind = 'agent' RETURNING task_id",
         )
-        .and_then(|mut st| st.execute(params![r.step_id.0, r.lease_token.0, next.as_str(), output, error, t.now.0]))
+        .and_then(|mut st| {
+            st.query_row(params![r.step_id.0, r.lease_token.0, next.as_str(), output, error, t.now.0], |row| row.get(0))
+                .optional()
+        })
         .map_err(map_err)?;
-    if changed != 1 {
-        return Err(StoreError::Backend(format!("fenced update of step {} changed {changed} rows", r.step_id)));
-    }
+    let Some(task_id) = task_id.map(TaskId) else { return Ok(None) };
     match &error {
         None => t.event(task_id, Some(r.step_id), ev::STEP_PROCESSED, EventLevel::Info, actor, json!({}))?,
         Some(e) => t.event(
@@ -127,7 +147,7 @@ pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply, policies: &RetryPolicies
         )?,
     }
     let adv = advance_task(t, task_id, actor)?;
-    Ok(ReplyOutcome::Applied { task_state: adv.state, scheduled: adv.scheduled })
+    Ok(Some(ReplyOutcome::Applied { task_state: adv.state, scheduled: adv.scheduled }))
 }
 
 pub fn truncate(s: &str) -> String {
