@@ -111,7 +111,7 @@ pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply, policies: &RetryPolicies
     Ok(ReplyOutcome::Applied { task_state: adv.state, scheduled: adv.scheduled })
 }
 
-/// Ends the step of a completion or a permanent error in one statement whose WHERE is the fence
+/// Ends the step of a completion or a permanent error with an update whose WHERE is the fence
 /// (this lease, still processing, an agent's step), then moves its task on. `None` when the reply
 /// is a failed attempt, or when the fence refused it.
 fn end_fenced(t: &Tx<'_>, actor: &str, r: &Reply) -> Result<Option<ReplyOutcome>, StoreError> {
@@ -123,18 +123,24 @@ fn end_fenced(t: &Tx<'_>, actor: &str, r: &Reply) -> Result<Option<ReplyOutcome>
     let next = StepState::Processing
         .on(event)
         .map_err(|e| StoreError::Backend(format!("a processing step cannot take a {event:?} reply: {e}")))?;
-    let task_id: Option<i64> =
+    let changed =
         t.tx.prepare_cached(
             "UPDATE steps SET state = ?3, output = ?4, last_error = coalesce(?5, last_error),
                     locked_by = NULL, complete_by = NULL, updated_at = ?6
-             WHERE id = ?1 AND lease_token = ?2 AND state = 'processing' AND kind = 'agent' RETURNING task_id",
+             WHERE id = ?1 AND lease_token = ?2 AND state = 'processing' AND kind = 'agent'",
         )
-        .and_then(|mut st| {
-            st.query_row(params![r.step_id.0, r.lease_token.0, next.as_str(), output, error, t.now.0], |row| row.get(0))
-                .optional()
-        })
+        .and_then(|mut st| st.execute(params![r.step_id.0, r.lease_token.0, next.as_str(), output, error, t.now.0]))
         .map_err(map_err)?;
-    let Some(task_id) = task_id.map(TaskId) else { return Ok(None) };
+    if changed == 0 {
+        return Ok(None);
+    }
+    // Read after the write, not with RETURNING: SQLite collects returned rows in a temporary
+    // b-tree it opens and closes on every run, which made this update cost twice the read.
+    let task_id =
+        t.tx.prepare_cached("SELECT task_id FROM steps WHERE id = ?1")
+            .and_then(|mut st| st.query_row([r.step_id.0], |row| row.get(0)))
+            .map(TaskId)
+            .map_err(map_err)?;
     match &error {
         None => t.event(task_id, Some(r.step_id), ev::STEP_PROCESSED, EventLevel::Info, actor, json!({}))?,
         Some(e) => t.event(
