@@ -13,6 +13,7 @@ mod archive;
 mod claim;
 mod error;
 mod expire;
+mod group;
 mod jobs;
 mod leader;
 mod next;
@@ -33,7 +34,7 @@ pub use open::{Durability, OpenOptions, SCHEMA_VERSION};
 
 use async_trait::async_trait;
 use error::map_err;
-use rusqlite::{Connection, Transaction, TransactionBehavior};
+use rusqlite::{Connection, Transaction};
 use shiftboss_core::buckets::Member;
 use shiftboss_core::model::TaskRecord;
 use shiftboss_core::workflow::WorkflowDef;
@@ -53,6 +54,8 @@ struct Inner {
     /// One connection: SQLite has one writer at a time anyway, and one connection keeps the
     /// prepared-statement cache warm.
     conn: Mutex<Connection>,
+    /// Writes waiting for the connection, run together at the next group commit (`group.rs`).
+    writer: group::Writer,
     defs: DefCache,
     clock: Clock,
     path: PathBuf,
@@ -73,7 +76,15 @@ impl SqliteStore {
     pub fn open_with_clock(path: impl AsRef<Path>, opts: &OpenOptions, clock: Clock) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let conn = open::open_connection(&path, opts)?;
-        Ok(SqliteStore { inner: Arc::new(Inner { conn: Mutex::new(conn), defs: DefCache::default(), clock, path }) })
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                conn: Mutex::new(conn),
+                writer: group::Writer::new(),
+                defs: DefCache::default(),
+                clock,
+                path,
+            }),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -88,20 +99,18 @@ impl SqliteStore {
         }
     }
 
+    /// Runs `f` in a write transaction (`BEGIN IMMEDIATE`), shared with the other writes that
+    /// queue meanwhile (group commit, `group.rs`); answers once the commit is known.
     async fn write<T: Send + 'static>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T> + Send + 'static) -> Result<T> {
+        let (pending, answer) = group::Pending::new(f);
+        self.inner.writer.push(Box::new(pending));
         let this = self.clone();
-        blocking(move || {
-            let mut conn = this.inner.conn.lock().unwrap_or_else(|p| p.into_inner());
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(map_err)?;
-            let t = Tx::new(&tx, this.clock_now(), &this.inner.defs);
-            let out = f(&t)?;
-            t.flush_events()?;
-            fault::reached(fault::FaultPoint::BeforeCommit);
-            tx.commit().map_err(map_err)?;
-            fault::reached(fault::FaultPoint::AfterCommit);
-            Ok(out)
-        })
-        .await
+        // Every push is followed by one run, which takes this write or finds it taken by an
+        // earlier run's group.
+        tokio::task::spawn_blocking(move || {
+            this.inner.writer.run_group(&this.inner.conn, &this.inner.defs, || this.clock_now())
+        });
+        answer.await.map_err(|_| StoreError::Backend("the store's writer thread failed before answering".into()))?
     }
 
     async fn read<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T> + Send + 'static) -> Result<T> {

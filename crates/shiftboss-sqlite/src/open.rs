@@ -88,6 +88,12 @@ pub fn open_connection(path: &Path, opts: &OpenOptions) -> Result<Connection, St
     // Foreign keys are checked from here on, but not while migrating: a migration may rebuild a
     // table that others reference (SQLite's way to change a constraint).
     conn.execute_batch(&format!("PRAGMA synchronous = {sync}; PRAGMA foreign_keys = OFF;")).map_err(map_err)?;
+    // Statement journals in memory. A statement that may fail half way (a multi-row UPDATE or
+    // INSERT on a table with CHECKs) and every savepoint of a group commit keep the pages they
+    // change until they end; past 64 KiB SQLite spilled them to a temporary file, and a drain of
+    // one-step jobs wrote about 5 KB per job there (two pwrite calls per page), for nothing that
+    // survives the transaction. A journal holds at most the pages of one write: kilobytes.
+    conn.execute_batch("PRAGMA temp_store = MEMORY;").map_err(map_err)?;
     if migrate(&conn, path)? {
         // A migration may rewrite stored schema text (0007), which a connection parsed when it
         // first read the schema: a new one parses the text as it now is.

@@ -1,6 +1,6 @@
 //! What can go wrong in a store, typed so that callers know whether to retry.
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// Something named by the caller does not exist.
     #[error("{what} {id} not found")]
