@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 pub struct FlowArgs {
     #[arg(long, default_value_t = 10_000)]
     orders: u32,
-    #[arg(long, default_value_t = 512)]
+    /// Steps in flight; claims and reply batches take up to half of them.
+    #[arg(long, default_value_t = 2048)]
     concurrency: u32,
     #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
     timeout: Duration,

@@ -16,8 +16,8 @@ pub struct JobsArgs {
     /// How many jobs.
     #[arg(long, default_value_t = 100_000)]
     jobs: u64,
-    /// Steps in flight (and the claim and reply batch size).
-    #[arg(long, default_value_t = 512)]
+    /// Steps in flight; claims and reply batches take up to half of them.
+    #[arg(long, default_value_t = 2048)]
     concurrency: u32,
     /// Give up after this long.
     #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]

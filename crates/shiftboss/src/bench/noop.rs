@@ -64,12 +64,16 @@ impl Agent for Noop {
 }
 
 /// The scheduler sized for throughput: `slots` steps in flight, claimed and recorded in batches
-/// of up to `slots`. Durability is the store's own (SQLite FULL, PostgreSQL synchronous_commit on).
+/// of up to half of them, so that one batch is claimed while the one before is recorded (with
+/// batches as large as the slots, each claim waited for the last batch's replies: on both stores
+/// 2,048 slots in batches of 1,024 drained 15-35% faster than 512 in batches of 512). Durability
+/// is the store's own (SQLite FULL, PostgreSQL synchronous_commit on).
 pub fn config(slots: u32) -> EngineConfig {
     let mut c = EngineConfig::default();
+    let batch = (slots / 2).max(1);
     c.scheduler.concurrency = slots;
-    c.scheduler.claim_batch = slots;
-    c.scheduler.reply_batch = slots as usize;
+    c.scheduler.claim_batch = batch;
+    c.scheduler.reply_batch = batch as usize;
     // Submissions in this process and finished steps wake the scheduler; the poll is a fallback.
     c.scheduler.poll_interval = Duration::from_millis(100);
     c
