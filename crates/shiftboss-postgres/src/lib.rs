@@ -68,6 +68,8 @@ mod steps;
 mod submit;
 mod tx;
 
+#[doc(hidden)]
+pub use claim::claim_statement;
 pub use migrate::SCHEMA_VERSION;
 
 use async_trait::async_trait;
