@@ -94,7 +94,9 @@ def write(r, path, plot_name):
                 L.append(f"| {store} | {s['finished_records']:,} | {place} | {_f(_g(s, 'claim', 'p50_ms'), '{:.2f}')} | "
                          f"{_f(_g(s, 'complete', 'p50_ms'), '{:.2f}')} | {_f(_g(s, 'sweep', 'p50_ms'), '{:.2f}')} |")
     L += ["", f"Each: {r['sizes']['scale_rounds']} rounds of 100 jobs claimed at once, completed at once, then one "
-          "sweep. Finished records are one completed task and one processed step each: in the hot tables (a store "
+          "sweep, after 3 rounds not counted. One store per level, filled, vacuumed and analyzed alike, all timed "
+          "in one process round by round in turn, so that the machine's other load falls on every level alike. "
+          "Finished records are one completed task and one processed step each: in the hot tables (a store "
           "whose archiver is off), or in history, where the archiver moves finished tasks after `[archive] after`.",
           ""]
 

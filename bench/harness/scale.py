@@ -1,6 +1,8 @@
-"""Claim and sweep cost with many finished records: fill the store with finished tasks and steps by
-bulk SQL (one completed task and one processed step per record; events are not filled: neither the
-claim nor the sweep reads them), then time the claim.
+"""Claim and sweep cost with many finished records: one store per level, each filled with finished
+tasks and steps by bulk SQL (one completed task and one processed step per record; events are not
+filled: neither the claim nor the sweep reads them) and settled alike (vacuumed and analyzed, the
+empty one too), then the claim timed on all of them in one process, round by round in turn, so that
+the machine's other load falls on every level alike.
 
 Two placements: `hot` puts the records in the hot tables (a store whose archiver is off), `history`
 in the `*_history` tables, where the archiver moves finished tasks (the default deployment). The
@@ -21,8 +23,6 @@ INSERT INTO steps (task_id, name, agent, state, due_at, input, output, idempoten
 SELECT t.id, 'noop', 'noop', 'processed', 0, '{{}}', 'null', 'fill-' || t.id, 1000, 0, 0, t.bucket, 1, 1,
        '{{"url":"/noop"}}'
 FROM tasks t WHERE t.task_key LIKE 'fill-%' AND t.id > {after_id};
-VACUUM ANALYZE tasks;
-VACUUM ANALYZE steps;
 """
 
 SQLITE_FILL = """
@@ -34,7 +34,6 @@ INSERT INTO steps (task_id, name, agent, state, due_at, input, output, idempoten
 SELECT t.id, 'noop', 'noop', 'processed', 0, '{{}}', 'null', 'fill-' || t.id, 1000, 0, 0, t.bucket, 1, 1,
        '{{"url":"/noop"}}'
 FROM tasks t WHERE t.id > {after_id} AND t.task_key LIKE 'fill-%';
-ANALYZE;
 """
 
 
@@ -53,8 +52,6 @@ INSERT INTO steps_history (id, task_id, name, agent, state, lease_token, due_at,
 SELECT {base} + g, {base} + g, 'noop', 'noop', 'processed', 1, 0, 0, 0, 1, '{{}}', 'null', 'hist-' || g, 1000,
        '{{"url":"/noop"}}', 0, 0, g % 256, 'agent', 'retry'
 FROM generate_series({start}, {end}) g;
-VACUUM ANALYZE tasks_history;
-VACUUM ANALYZE steps_history;
 """
 
 SQLITE_FILL_HISTORY = """
@@ -68,8 +65,19 @@ INSERT INTO steps_history (id, task_id, name, agent, state, lease_token, due_at,
                            on_timeout)
 SELECT {base} + n, {base} + n, 'noop', 'noop', 'processed', 1, 0, 0, 0, 1, '{{}}', 'null', 'hist-' || n, 1000,
        '{{"url":"/noop"}}', 0, 0, n % 256, 'agent', 'retry' FROM g;
-ANALYZE;
 """
+
+# Every store of a run, filled or not, settles the same way before it is timed.
+PG_SETTLE = """
+SET search_path TO {schema};
+VACUUM ANALYZE tasks;
+VACUUM ANALYZE steps;
+VACUUM ANALYZE tasks_history;
+VACUUM ANALYZE steps_history;
+CHECKPOINT;
+"""
+
+SQLITE_SETTLE = "ANALYZE; PRAGMA wal_checkpoint(TRUNCATE);"
 
 
 def _max_task_id_pg(db):
@@ -77,23 +85,28 @@ def _max_task_id_pg(db):
     return int(run(["psql", base, "-Atqc", f"SELECT coalesce(max(id), 0) FROM {schema}.tasks"]).strip())
 
 
+def _psql_file(db, sql):
+    """Runs `sql` on the store `db` from a file, so each statement is its own transaction (VACUUM
+    refuses a transaction block)."""
+    base, _ = db.split("?schema=")
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+        f.write(sql)
+    try:
+        run(["psql", base, "-v", "ON_ERROR_STOP=1", "-q", "-f", f.name], timeout=7200)
+    finally:
+        os.unlink(f.name)
+
+
 def fill(db, start, end, place="hot"):
     """Adds finished records numbered start..end (inclusive) to the store `db`, in its hot tables or
     its history."""
     log(f"filling finished records {start:,}..{end:,} ({place})")
     if db.startswith("postgres"):
-        base, schema = db.split("?schema=")
+        schema = db.split("?schema=")[1]
         if place == "history":
-            sql = PG_FILL_HISTORY.format(schema=schema, start=start, end=end, base=HISTORY_ID)
+            _psql_file(db, PG_FILL_HISTORY.format(schema=schema, start=start, end=end, base=HISTORY_ID))
         else:
-            sql = PG_FILL.format(schema=schema, start=start, end=end, after_id=_max_task_id_pg(db))
-        # From a file, so each statement is its own transaction (VACUUM refuses a transaction block).
-        with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
-            f.write(sql)
-        try:
-            run(["psql", base, "-v", "ON_ERROR_STOP=1", "-q", "-f", f.name], timeout=7200)
-        finally:
-            os.unlink(f.name)
+            _psql_file(db, PG_FILL.format(schema=schema, start=start, end=end, after_id=_max_task_id_pg(db)))
     else:
         c = sqlite3.connect(db, timeout=60)
         try:
@@ -107,17 +120,48 @@ def fill(db, start, end, place="hot"):
             c.close()
 
 
-def measure(sb, db, levels, rounds, place="hot"):
-    """Claim, completion and sweep times at each level of finished records (ascending)."""
-    out = []
-    have = 0
-    sb.bench(db, "claim", "--rounds", 1, "--batch", 1)  # creates the store and registers the workflow
+def settle(db):
+    """Vacuums, analyzes and checkpoints the store `db`, filled or not."""
+    if db.startswith("postgres"):
+        _psql_file(db, PG_SETTLE.format(schema=db.split("?schema=")[1]))
+    else:
+        c = sqlite3.connect(db, timeout=60)
+        try:
+            c.executescript(SQLITE_SETTLE)
+        finally:
+            c.close()
+
+
+def drop(db):
+    """Removes a measured store, so the next placement's stores have the disk."""
+    if db.startswith("postgres"):
+        base, schema = db.split("?schema=")
+        run(["psql", base, "-qc", f"DROP SCHEMA IF EXISTS {schema} CASCADE"])
+    else:
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(db + suffix):
+                os.remove(db + suffix)
+
+
+def measure(sb, db_for, levels, rounds, place="hot"):
+    """Claim, completion and sweep times at each level of finished records: one store per level
+    (`db_for(name)` gives a fresh one), timed in turn within one process."""
+    stores = []
     for level in levels:
-        if level > have:
-            fill(db, have + 1, level, place)
-            have = level
-        r = sb.bench(db, "claim", "--rounds", rounds, "--finished", level)
-        r["place"] = place
-        log(f"claim at {level:,} finished ({place}): p50 {r['claim']['p50_ms']} ms, sweep p50 {r['sweep']['p50_ms']} ms")
-        out.append(r)
+        db = db_for(f"scale_{place}_{level}")
+        sb.bench(db, "claim", "--rounds", 0, "--warmup", 0)  # creates the store, registers the workflow
+        if level > 0:
+            fill(db, 1, level, place)
+        settle(db)
+        stores.append(f"{level}={db}")
+    log(f"timing the claim at {', '.join(f'{x:,}' for x in levels)} finished ({place}), {rounds} rounds each in turn")
+    r = sb.bench(stores[0].split("=", 1)[1], "claim", "--rounds", rounds, *[x for s in stores for x in ("--store", s)])
+    for level_store in stores:
+        drop(level_store.split("=", 1)[1])
+    out = []
+    for lv in r["levels"]:
+        lv["place"] = place
+        log(f"claim at {lv['finished_records']:,} finished ({place}): p50 {lv['claim']['p50_ms']} ms, "
+            f"sweep p50 {lv['sweep']['p50_ms']} ms")
+        out.append(lv)
     return out
