@@ -104,13 +104,14 @@ pub fn set_task_state(t: &Tx<'_>, task_id: TaskId, state: TaskState) -> Result<(
     Ok(())
 }
 
+/// A task's steps, as the decider sees them; in no particular order.
+pub(crate) const STEP_VIEWS: &str = "SELECT id, name, kind, state, input, output, last_error, updated_at, compensates
+     FROM steps WHERE task_id = ?1";
+
 pub fn load_views(t: &Tx<'_>, task_id: TaskId) -> Result<Vec<StepView>, StoreError> {
-    let mut st =
-        t.tx.prepare_cached(
-            "SELECT id, name, kind, state, input, output, last_error, updated_at, compensates
-             FROM steps WHERE task_id = ?1 ORDER BY id",
-        )
-        .map_err(map_err)?;
+    // Read in the order of the (task_id, name) index and sorted by id here: `ORDER BY id` made
+    // SQLite build and drop a sorter on every run, which was most of this read's cost.
+    let mut st = t.tx.prepare_cached(STEP_VIEWS).map_err(map_err)?;
     let rows = st
         .query_map([task_id.0], |r| {
             Ok(StepView {
@@ -126,7 +127,9 @@ pub fn load_views(t: &Tx<'_>, task_id: TaskId) -> Result<Vec<StepView>, StoreErr
             })
         })
         .map_err(map_err)?;
-    rows.collect::<Result<_, _>>().map_err(map_err)
+    let mut views: Vec<StepView> = rows.collect::<Result<_, _>>().map_err(map_err)?;
+    views.sort_unstable_by_key(|v| v.id);
+    Ok(views)
 }
 
 /// Writes one action; returns how many agent steps it scheduled.
