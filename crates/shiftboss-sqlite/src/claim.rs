@@ -5,7 +5,6 @@ use crate::error::map_err;
 use crate::tx::Tx;
 use rusqlite::types::Value;
 use rusqlite::{OptionalExtension, params};
-use serde_json::json;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::{LeaseToken, StepId, TaskId, Timestamp};
 use shiftboss_store::{AgentLimit, ClaimDueSteps, ClaimedStep, StoreError, event_kind as ev};
@@ -42,14 +41,12 @@ pub fn claim_due_steps(t: &Tx<'_>, p: &ClaimDueSteps) -> Result<Vec<ClaimedStep>
         claimed.extend(got);
     }
     for c in &claimed {
-        t.event(
-            c.task_id,
-            Some(c.id),
-            ev::STEP_CLAIMED,
-            EventLevel::Info,
-            p.instance.as_str(),
-            json!({"lease_token": c.lease_token.0, "complete_by": c.complete_by.0, "attempt": c.attempt}),
-        )?;
+        // The fields in serde_json's order (by key), as every other event's detail.
+        let detail = format!(
+            r#"{{"attempt":{},"complete_by":{},"lease_token":{}}}"#,
+            c.attempt, c.complete_by.0, c.lease_token.0
+        );
+        t.event_text(c.task_id, Some(c.id), ev::STEP_CLAIMED, EventLevel::Info, p.instance.as_str(), detail);
     }
     Ok(claimed)
 }

@@ -114,7 +114,12 @@ pub async fn sets_the_lease_and_carries_what_the_agent_needs<F: Fixture>(f: F) {
     assert_eq!(s.lease_token, c.lease_token);
     assert_eq!(s.attempts, 1);
     assert_eq!(s.idempotency_key, c.idempotency_key);
-    assert_eq!(step_events(&h.task(task).await.events, c.id, ev::STEP_CLAIMED).count(), 1);
+    let events = h.task(task).await.events;
+    let claimed: Vec<_> = step_events(&events, c.id, ev::STEP_CLAIMED).collect();
+    assert_eq!(claimed.len(), 1);
+    // The audit (chaos) reads each claim's lease and deadline from this detail.
+    let detail = json!({"lease_token": c.lease_token.0, "complete_by": c.complete_by.0, "attempt": 1});
+    assert_eq!(claimed[0].detail, detail);
 
     assert!(h.claim("sched-2", &[WORKER], 10).await.is_empty(), "a held step is not claimed again");
 }
