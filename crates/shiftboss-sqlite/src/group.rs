@@ -170,6 +170,18 @@ mod tests {
         (Box::new(p), answer)
     }
 
+    /// Queues an insert of each value (failing after it writes when its flag says so).
+    fn push_all(writer: &Writer, values: &[(&'static str, bool)]) -> Vec<oneshot::Receiver<Result<&'static str>>> {
+        values
+            .iter()
+            .map(|&(v, fail)| {
+                let (w, answer) = insert(v, fail);
+                writer.push(w);
+                answer
+            })
+            .collect()
+    }
+
     fn rows(conn: &Mutex<Connection>) -> Vec<String> {
         let conn = conn.lock().unwrap();
         let mut st = conn.prepare("SELECT v FROM t ORDER BY v").unwrap();
@@ -181,12 +193,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (_, conn) = store_file(&dir);
         let writer = Writer::new();
-        let mut answers = Vec::new();
-        for (v, fail) in [("a", false), ("b", true), ("c", false)] {
-            let (w, answer) = insert(v, fail);
-            writer.push(w);
-            answers.push(answer);
-        }
+        let answers = push_all(&writer, &[("a", false), ("b", true), ("c", false)]);
         // A write that fails on SQLite's own constraint, after "a" took the value.
         let (w, dup) = insert("a", false);
         writer.push(w);
@@ -221,14 +228,7 @@ mod tests {
         let other = Connection::open(&path).unwrap();
         other.execute_batch("BEGIN IMMEDIATE").unwrap();
         let writer = Writer::new();
-        let answers: Vec<_> = ["p", "q"]
-            .into_iter()
-            .map(|v| {
-                let (w, answer) = insert(v, false);
-                writer.push(w);
-                answer
-            })
-            .collect();
+        let answers = push_all(&writer, &[("p", false), ("q", false)]);
         writer.run_group(&conn, &DefCache::default(), || Timestamp(0));
         for a in answers {
             let e = a.blocking_recv().unwrap().unwrap_err();
@@ -243,15 +243,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (_, conn) = store_file(&dir);
         let writer = Writer::new();
-        let values: Vec<&'static str> = (0..MAX_GROUP + 3).map(|i| &*format!("v{i:02}").leak()).collect();
-        let answers: Vec<_> = values
-            .iter()
-            .map(|v| {
-                let (w, answer) = insert(v, false);
-                writer.push(w);
-                answer
-            })
-            .collect();
+        let values: Vec<(&'static str, bool)> =
+            (0..MAX_GROUP + 3).map(|i| (&*format!("v{i:02}").leak(), false)).collect();
+        let answers = push_all(&writer, &values);
         writer.run_group(&conn, &DefCache::default(), || Timestamp(0));
         assert_eq!(writer.queue.lock().unwrap().len(), 3);
         assert_eq!(rows(&conn).len(), MAX_GROUP);
