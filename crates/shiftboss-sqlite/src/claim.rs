@@ -92,12 +92,15 @@ fn claim_group(t: &Tx<'_>, p: &ClaimDueSteps, agents: &[String], limit: u32) -> 
     rows.collect::<Result<_, _>>().map_err(map_err)
 }
 
+/// How many steps of an agent are running, from `steps_processing` (it leads with the agent).
+pub(crate) const RUNNING_OF_AGENT: &str = "SELECT count(*) FROM steps WHERE state = 'processing' AND agent = ?1";
+
 /// How many more steps of a limited agent may start now.
 fn allowance(t: &Tx<'_>, limit: &AgentLimit) -> Result<u32, StoreError> {
     let mut room = u32::MAX;
     if let Some(max) = limit.max_concurrent {
         let running: u32 =
-            t.tx.prepare_cached("SELECT count(*) FROM steps WHERE state = 'processing' AND agent = ?1")
+            t.tx.prepare_cached(RUNNING_OF_AGENT)
                 .and_then(|mut st| st.query_row([&limit.agent], |r| r.get(0)))
                 .map_err(map_err)?;
         room = room.min(max.saturating_sub(running));

@@ -53,6 +53,14 @@ pub fn check_leader(t: &Tx<'_>, leader: &LeaderTerm) -> Result<(), StoreError> {
     if live == 1 { Ok(()) } else { Err(StoreError::NotLeader(leader.name.clone())) }
 }
 
+/// Processing steps past their complete-by, earliest first. `steps_processing` holds the
+/// processing steps only, complete-by included, so the scan reads rows only for lapsed ones.
+pub(crate) fn expired_sql() -> String {
+    format!(
+        "SELECT {HELD_COLUMNS} FROM steps WHERE state = 'processing' AND complete_by <= ?1 ORDER BY complete_by LIMIT ?2"
+    )
+}
+
 pub fn expire_leases(
     t: &Tx<'_>,
     leader: &LeaderTerm,
@@ -60,10 +68,7 @@ pub fn expire_leases(
     policies: &RetryPolicies,
 ) -> Result<ExpiryReport, StoreError> {
     check_leader(t, leader)?;
-    let sql = format!(
-        "SELECT {HELD_COLUMNS} FROM steps WHERE state = 'processing' AND complete_by <= ?1 ORDER BY complete_by LIMIT ?2"
-    );
-    let held = select_held(t, &sql, params![t.now.0, limit])?;
+    let held = select_held(t, &expired_sql(), params![t.now.0, limit])?;
     let actor = format!("supervisor:{}", leader.holder);
     take_back(t, held, policies, Lapse::Expired, &actor)
 }

@@ -1,6 +1,6 @@
 //! When the sleeping roles should look next (idle load, issue 6). Each read runs inside the claim,
-//! sweep or reconciler transaction it belongs to. `steps_next_due` and `steps_deadline` make each
-//! `min` one index entry.
+//! sweep or reconciler transaction it belongs to. `steps_next_due` makes the due time's `min` one
+//! index entry; the next complete-by reads `steps_processing`, the processing steps only.
 
 use crate::error::map_err;
 use crate::tx::Tx;
@@ -40,8 +40,7 @@ pub fn next_claimable(t: &Tx<'_>, p: &ClaimDueSteps) -> Result<Option<Timestamp>
 /// After a sweep: the earliest complete-by still ahead (an `alert_only` step past its deadline has
 /// none), and the earliest due time of a pending step (a claim, then a complete-by, may follow).
 pub fn after_sweep(t: &Tx<'_>) -> Result<(Option<Timestamp>, Option<Timestamp>), StoreError> {
-    let complete_by =
-        min(t, "SELECT min(complete_by) FROM steps WHERE state = 'processing' AND complete_by < ?1", [HELD])?;
+    let complete_by = min(t, NEXT_COMPLETE_BY, [HELD])?;
     let due = min(t, "SELECT min(due_at) FROM steps WHERE state = 'pending' AND due_at < ?1", [HELD])?;
     Ok((complete_by, due))
 }
@@ -53,6 +52,10 @@ pub fn after_reconcile(t: &Tx<'_>) -> Result<Option<Timestamp>, StoreError> {
     let deadline = min(t, NEXT_DEADLINE, [])?;
     Ok(earliest(wait, deadline))
 }
+
+/// The earliest complete-by of a processing step, from `steps_processing`'s entries alone.
+pub(crate) const NEXT_COMPLETE_BY: &str =
+    "SELECT min(complete_by) FROM steps WHERE state = 'processing' AND complete_by < ?1";
 
 /// The earliest deadline of a live task, by `tasks_deadline` (its condition word for word).
 pub(crate) const NEXT_DEADLINE: &str = "SELECT min(deadline_at) FROM tasks INDEXED BY tasks_deadline

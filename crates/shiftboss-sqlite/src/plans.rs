@@ -2,7 +2,7 @@
 //! condition implies the index's own, so rewriting one side alone (as migrations 7 and 9 did to
 //! the indexes) would silently turn the read into a scan of the table.
 
-use crate::{advance, archive, next, open, reconcile};
+use crate::{advance, archive, claim, expire, next, open, reconcile};
 
 fn plan(sql: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
@@ -34,4 +34,14 @@ fn the_deciders_read_sorts_nothing() {
     let plan = plan(advance::STEP_VIEWS);
     assert!(plan.contains("USING INDEX"), "{plan}");
     assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+}
+
+#[test]
+fn reads_of_processing_steps_use_their_index() {
+    // One index holds the processing steps (migration 10): the sweep, the next complete-by and a
+    // limited agent's running count read it, never the whole table.
+    for sql in [expire::expired_sql().as_str(), next::NEXT_COMPLETE_BY, claim::RUNNING_OF_AGENT] {
+        let plan = plan(sql);
+        assert!(plan.contains("INDEX steps_processing"), "{sql}\nreads {plan}");
+    }
 }
