@@ -53,6 +53,9 @@ impl Default for OpenOptions {
     }
 }
 
+/// The page size of a new file, in bytes.
+pub const PAGE_SIZE: u32 = 16384;
+
 /// Room for every statement the store prepares with `prepare_cached`.
 const STATEMENT_CACHE: usize = 256;
 
@@ -76,7 +79,14 @@ pub fn open_connection(path: &Path, opts: &OpenOptions) -> Result<Connection, St
     conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).map_err(map_err)?;
     // rarray() lets the claim filter by a list of agents in one prepared statement.
     rusqlite::vtab::array::load_module(&conn).map_err(map_err)?;
-    check_identity(&conn, path)?;
+    if check_identity(&conn, path)? == Found::Empty {
+        // Before the first write, which fixes the page size of a file for good (in WAL mode even
+        // VACUUM keeps it). 16 KiB pages drained one-step jobs about 12% faster than SQLite's
+        // 4 KiB (interleaved runs; 8 KiB +5%, 32 and 64 KiB no better): a commit writes each dirty
+        // page to the WAL with two calls, and a drain dirties runs of neighbouring rows. A file made
+        // with other pages keeps them.
+        conn.execute_batch(&format!("PRAGMA page_size = {PAGE_SIZE};")).map_err(map_err)?;
+    }
     let mode: String =
         conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(|e| describe_open(path, e))?;
     if !mode.eq_ignore_ascii_case("wal") {
@@ -118,7 +128,7 @@ fn describe_open(path: &Path, e: rusqlite::Error) -> StoreError {
 }
 
 /// Refuses a file that belongs to something else, or that a newer shiftboss wrote; reads only.
-fn check_identity(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+fn check_identity(conn: &Connection, path: &Path) -> Result<Found, StoreError> {
     let read = |pragma: &str| -> Result<i32, StoreError> {
         conn.query_row(&format!("PRAGMA {pragma}"), [], |r| r.get(0)).map_err(|e| describe_open(path, e))
     };
@@ -137,7 +147,16 @@ fn check_identity(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     if version > SCHEMA_VERSION {
         return Err(newer(path, version));
     }
-    Ok(())
+    Ok(if is_ours { Found::Store } else { Found::Empty })
+}
+
+/// What `check_identity` found in a file it accepts.
+#[derive(Debug, PartialEq, Eq)]
+enum Found {
+    /// A shiftboss state store.
+    Store,
+    /// A new or empty file, to be made one.
+    Empty,
 }
 
 fn newer(path: &Path, version: i32) -> StoreError {

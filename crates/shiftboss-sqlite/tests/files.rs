@@ -127,6 +127,8 @@ async fn reopening_a_store_keeps_its_data() {
 
     let store = SqliteStore::open(&path, &OpenOptions { create: false, ..OpenOptions::default() }).unwrap();
     assert_eq!(store.get_task(task.task.id).await.unwrap(), Some(task));
+    let page: u32 = Connection::open(&path).unwrap().query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
+    assert_eq!(page, shiftboss_sqlite::open::PAGE_SIZE, "a new file is made with the store's page size");
     assert_eq!(store.summarize().await.unwrap(), summary);
     assert_eq!(store.get_workflow("order", None).await.unwrap(), Some(workflow()));
 }
@@ -265,6 +267,9 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     assert_eq!(broken, 0);
     let ok: String = c.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
     assert_eq!(ok, "ok");
+    // A file made with other pages keeps them: only a new file takes the store's page size.
+    let page: u32 = c.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
+    assert_eq!(page, 4096);
     let submitted = shiftboss_store::Store::submit_task(
         &store,
         shiftboss_store::SubmitTask {
