@@ -1,12 +1,11 @@
 //! Retry jobs (M1-M8): enqueue (a task of the handler's one-step workflow, written with its step
 //! directly: there is nothing for the decider to choose), search, and bulk resubmit.
 
-use crate::advance::insert_row;
 use crate::archive::restore_tree;
 use crate::error::map_err;
-use crate::operator::operate_task;
 use crate::submit::register_workflow;
 use crate::tx::Tx;
+use crate::writes::{insert_row, key_owner, run_now};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::json;
 use shiftboss_core::jobs::{self, JobState};
@@ -41,7 +40,7 @@ fn ensure_workflow(t: &Tx<'_>, handler: &str) -> Result<(), StoreError> {
 fn enqueue_one(t: &Tx<'_>, j: &EnqueueJob, actor: &str) -> Result<Submitted, StoreError> {
     let key = j.key_or_new();
     if j.key.is_some()
-        && let Some((id, workflow, input)) = crate::submit::key_owner(t, &key)?
+        && let Some((id, workflow, input)) = key_owner(t, &key)?
     {
         let task_id = j.repeat_of(&key, id, &workflow, &input)?;
         return Ok(Submitted { task_id, created: false });
@@ -193,7 +192,8 @@ pub fn resubmit(t: &Tx<'_>, p: &ResubmitJobs) -> Result<ResubmitReport, StoreErr
                 restore_tree(t, task_id, &p.actor)?;
             }
             let command = TaskCommand::Retry;
-            operate_task(t, &OperateTask { task_id, actor: p.actor.clone(), reason: p.reason.clone(), command })?;
+            let op = OperateTask { task_id, actor: p.actor.clone(), reason: p.reason.clone(), command };
+            run_now(shiftboss_store::advance::operate_task(t, &op))?;
             report.resubmitted += 1;
             left -= 1;
         }

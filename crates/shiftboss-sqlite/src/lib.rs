@@ -8,7 +8,6 @@
 //! writer at a time, and taking the write lock at the start means a transaction never fails half
 //! way to upgrade its lock. Many processes may open the same file; the lock serialises them.
 
-mod advance;
 mod archive;
 mod claim;
 mod error;
@@ -18,7 +17,6 @@ mod jobs;
 mod leader;
 mod next;
 pub mod open;
-mod operator;
 #[cfg(test)]
 mod plans;
 mod query;
@@ -29,6 +27,7 @@ mod schedulers;
 mod submit;
 mod tx;
 mod wake;
+mod writes;
 
 pub use open::{Durability, OpenOptions, SCHEMA_VERSION};
 
@@ -39,6 +38,7 @@ use shiftboss_core::buckets::Member;
 use shiftboss_core::model::TaskRecord;
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{InstanceId, TaskId, TaskState, Timestamp};
+use shiftboss_store::advance;
 use shiftboss_store::*;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -189,7 +189,7 @@ impl Store for SqliteStore {
         self.write(move |t| {
             let version = match version {
                 Some(v) => v,
-                None => match submit::latest_version(t, &name)? {
+                None => match writes::latest_version(t, &name)? {
                     Some(v) => v,
                     None => return Ok(None),
                 },
@@ -259,17 +259,19 @@ impl Store for SqliteStore {
     }
 
     async fn resubmit_step(&self, p: ResubmitStep) -> Result<()> {
-        self.write(move |t| operator::resubmit_step(t, &p)).await
+        p.validate()?;
+        self.write(move |t| writes::run_now(advance::resubmit_step(t, &p))).await
     }
 
     async fn cancel_task(&self, p: CancelTask) -> Result<()> {
-        let p = OperateTask { task_id: p.task_id, actor: p.actor, reason: p.reason, command: TaskCommand::Cancel };
-        self.write(move |t| operator::operate_task(t, &p)).await
+        let p = OperateTask::from(p);
+        p.validate()?;
+        self.write(move |t| writes::run_now(advance::operate_task(t, &p))).await
     }
 
     async fn operate_task(&self, p: OperateTask) -> Result<()> {
         p.validate()?;
-        self.write(move |t| operator::operate_task(t, &p)).await
+        self.write(move |t| writes::run_now(advance::operate_task(t, &p))).await
     }
 
     async fn reconcile(&self, p: Reconcile) -> Result<ReconcileReport> {

@@ -2,7 +2,7 @@
 //! condition implies the index's own, so rewriting one side alone (as migrations 7 and 9 did to
 //! the indexes) would silently turn the read into a scan of the table.
 
-use crate::{advance, archive, claim, expire, next, open, reconcile};
+use crate::{archive, claim, expire, next, open, reconcile, writes};
 
 fn plan(sql: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
@@ -31,7 +31,7 @@ fn task_reads_use_their_partial_indexes() {
 #[test]
 fn the_deciders_read_sorts_nothing() {
     // A sorter built and dropped on every run was most of the cost of this read, once per reply.
-    let plan = plan(advance::STEP_VIEWS);
+    let plan = plan(writes::STEP_VIEWS);
     assert!(plan.contains("USING INDEX"), "{plan}");
     assert!(!plan.contains("TEMP B-TREE"), "{plan}");
 }

@@ -2,15 +2,16 @@
 //! and decides again live tasks that have nothing live and have not changed for a while (a decide
 //! lost to a bug or a hand edit; every normal decide commits with the change that caused it).
 
-use crate::advance::{advance_task, time_out, update_step};
 use crate::error::map_err;
 use crate::expire::check_leader;
 use crate::tx::Tx;
+use crate::writes::{run_now, update_step};
 use rusqlite::params;
 use serde_json::json;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::time::duration_ms;
 use shiftboss_core::{StepState, TaskId};
+use shiftboss_store::advance::{advance_task, time_out};
 use shiftboss_store::{Reconcile, ReconcileReport, StoreError, event_kind as ev};
 
 /// Live tasks past their workflow's timeout, by `tasks_deadline` (its condition word for word).
@@ -40,7 +41,7 @@ pub fn reconcile(t: &Tx<'_>, p: &Reconcile) -> Result<ReconcileReport, StoreErro
         let task = TaskId(task);
         let id = update_step(t, task, &name, StepState::Processed, Some(&json!({})), None)?;
         t.event(task, id, ev::WAIT_ENDED, EventLevel::Info, &actor, json!({"step": name}))?;
-        advance_task(t, task, &actor)?;
+        run_now(advance_task(t, task, &actor))?;
         report.waits_ended += 1;
     }
 
@@ -48,7 +49,7 @@ pub fn reconcile(t: &Tx<'_>, p: &Reconcile) -> Result<ReconcileReport, StoreErro
     for (task,) in late {
         // Cleared whatever happens, so that a task is looked at once; a compensating task runs its
         // compensations to the end and does not count.
-        if time_out(t, TaskId(task), &actor)? {
+        if run_now(time_out(t, TaskId(task), &actor))? {
             report.timed_out += 1;
         }
         t.tx.execute("UPDATE tasks SET deadline_at = NULL WHERE id = ?1", [task]).map_err(map_err)?;
@@ -58,7 +59,7 @@ pub fn reconcile(t: &Tx<'_>, p: &Reconcile) -> Result<ReconcileReport, StoreErro
     for (task,) in stalled {
         let task = TaskId(task);
         t.event(task, None, ev::TASK_REDECIDED, EventLevel::Alert, &actor, json!({}))?;
-        advance_task(t, task, &actor)?;
+        run_now(advance_task(t, task, &actor))?;
         t.tx.execute("UPDATE tasks SET updated_at = ?2 WHERE id = ?1", params![task.0, t.now.0]).map_err(map_err)?;
         report.redecided += 1;
     }

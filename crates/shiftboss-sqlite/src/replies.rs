@@ -1,10 +1,9 @@
 //! Recording agents' replies (P15, P16): each fenced by its lease token, so a reply from a claim
 //! that has lapsed can never overwrite newer state.
 
-use crate::advance::advance_task;
 use crate::error::map_err;
-use crate::expire::write_plan;
 use crate::tx::Tx;
+use crate::writes::run_now;
 use rusqlite::{OptionalExtension, params};
 use serde_json::json;
 use shiftboss_core::model::EventLevel;
@@ -12,11 +11,9 @@ use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
 use shiftboss_core::state::StepEvent;
 use shiftboss_core::workflow::OnTimeout;
 use shiftboss_core::{StepState, TaskId};
+use shiftboss_store::advance::{advance_task, error_text, write_plan};
 use shiftboss_store::lapse::{self, LapsedStep};
 use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, event_kind as ev};
-
-/// The longest error message kept on a step; longer ones are cut.
-const MAX_ERROR_LEN: usize = 2000;
 
 /// What a reply needs of its step.
 struct Replied {
@@ -104,10 +101,10 @@ pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply, policies: &RetryPolicies
         on_timeout: OnTimeout::Retry,
     };
     let plan = lapse::plan_failure(held, reason, t.now, policies, fastrand::f64());
-    if !write_plan(t, r.step_id, task_id, token, plan, actor)? {
+    if !run_now(write_plan(t, r.step_id, task_id, token, plan, actor))? {
         return Err(StoreError::Backend(format!("fenced update of step {} changed no row", r.step_id)));
     }
-    let adv = advance_task(t, task_id, actor)?;
+    let adv = run_now(advance_task(t, task_id, actor))?;
     Ok(ReplyOutcome::Applied { task_state: adv.state, scheduled: adv.scheduled })
 }
 
@@ -117,7 +114,7 @@ pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply, policies: &RetryPolicies
 fn end_fenced(t: &Tx<'_>, actor: &str, r: &Reply) -> Result<Option<ReplyOutcome>, StoreError> {
     let (event, output, error) = match &r.result {
         ReplyResult::Completed(v) => (StepEvent::Complete, Some(v.to_string()), None),
-        ReplyResult::PermanentError(e) => (StepEvent::PermanentError, None, Some(truncate(e))),
+        ReplyResult::PermanentError(e) => (StepEvent::PermanentError, None, Some(error_text(e))),
         ReplyResult::Failed(_) => return Ok(None),
     };
     let next = StepState::Processing
@@ -152,17 +149,6 @@ fn end_fenced(t: &Tx<'_>, actor: &str, r: &Reply) -> Result<Option<ReplyOutcome>
             json!({"reason": "permanent error", "error": e}),
         )?,
     }
-    let adv = advance_task(t, task_id, actor)?;
+    let adv = run_now(advance_task(t, task_id, actor))?;
     Ok(Some(ReplyOutcome::Applied { task_state: adv.state, scheduled: adv.scheduled }))
-}
-
-pub fn truncate(s: &str) -> String {
-    if s.len() <= MAX_ERROR_LEN {
-        return s.to_owned();
-    }
-    let mut end = MAX_ERROR_LEN;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }

@@ -19,9 +19,6 @@ pub struct Tx<'a> {
     pub tx: &'a Transaction<'a>,
     pub now: Timestamp,
     pub defs: &'a DefCache,
-    /// Tasks whose decider is running in this transaction, each with a flag raised when a child
-    /// task changed one of its steps meanwhile (it then decides again rather than recursing).
-    pub advancing: RefCell<Vec<(TaskId, bool)>>,
     /// Events written by this transaction and not yet inserted: `flush_events` inserts them in
     /// order, many rows per statement, before the commit (and before anything reads events).
     events: RefCell<Vec<NewEvent>>,
@@ -45,7 +42,7 @@ const EVENT_COLUMNS: usize = 7;
 
 impl<'a> Tx<'a> {
     pub fn new(tx: &'a Transaction<'a>, now: Timestamp, defs: &'a DefCache) -> Tx<'a> {
-        Tx { tx, now, defs, advancing: RefCell::new(Vec::new()), events: RefCell::new(Vec::new()) }
+        Tx { tx, now, defs, events: RefCell::new(Vec::new()) }
     }
 }
 

@@ -5,6 +5,7 @@
 //! one transaction that writes the new state, its events and the work it causes (new steps, task
 //! outcome) together; every write on behalf of a claim is fenced by the claim's lease token.
 
+pub mod advance;
 pub mod clock;
 pub mod decided;
 pub mod error;

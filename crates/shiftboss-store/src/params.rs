@@ -248,15 +248,48 @@ pub struct LeaderTerm {
 #[derive(Debug, Clone)]
 pub struct ResubmitStep {
     pub step_id: StepId,
+    /// Who resubmits, for the event log.
     pub actor: String,
+    /// Why, for the event log.
     pub reason: String,
+}
+
+impl ResubmitStep {
+    /// Refuses an actor or reason that no store should write (see [`OperateTask::validate`]).
+    pub fn validate(&self) -> Result<(), crate::StoreError> {
+        check_actor_and_reason(&self.actor, &self.reason)
+    }
 }
 
 #[derive(Debug, Clone)]
 pub struct CancelTask {
     pub task_id: TaskId,
+    /// Who cancels, for the event log.
     pub actor: String,
+    /// Why, for the event log.
     pub reason: String,
+}
+
+impl From<CancelTask> for OperateTask {
+    /// A cancel is the operator command `Cancel`, validated and carried out as every command is.
+    fn from(p: CancelTask) -> OperateTask {
+        OperateTask { task_id: p.task_id, actor: p.actor, reason: p.reason, command: TaskCommand::Cancel }
+    }
+}
+
+/// The longest actor, reason, step name or signal name an operator action takes, in bytes.
+pub const MAX_OPERATOR_TEXT: usize = 1000;
+
+/// An operator action's actor (1 to [`MAX_OPERATOR_TEXT`] bytes) and reason (at most that), with no
+/// NUL: PostgreSQL's text cannot keep one, and the stores must accept the same input.
+fn check_actor_and_reason(actor: &str, reason: &str) -> Result<(), crate::StoreError> {
+    let ok = |s: &str| s.len() <= MAX_OPERATOR_TEXT && !s.contains('\0');
+    if actor.is_empty() || !ok(actor) || !ok(reason) {
+        return Err(crate::StoreError::InvalidInput(format!(
+            "actor (1 to {MAX_OPERATOR_TEXT} bytes) and reason (at most {MAX_OPERATOR_TEXT}) must not hold NUL characters"
+        )));
+    }
+    Ok(())
 }
 
 /// An operator's command on a task (P16), recorded as an event with who and why.
@@ -301,10 +334,8 @@ impl OperateTask {
     /// it), or a payload larger than a task's input may be.
     pub fn validate(&self) -> Result<(), crate::StoreError> {
         let bad = |m: String| Err(crate::StoreError::InvalidInput(m));
-        let text_ok = |s: &str| s.len() <= 1000 && !s.contains('\0');
-        if self.actor.is_empty() || !text_ok(&self.actor) || !text_ok(&self.reason) {
-            return bad("actor (1 to 1000 bytes) and reason (at most 1000) must not hold NUL characters".into());
-        }
+        let text_ok = |s: &str| s.len() <= MAX_OPERATOR_TEXT && !s.contains('\0');
+        check_actor_and_reason(&self.actor, &self.reason)?;
         let (name, value) = match &self.command {
             TaskCommand::Rerun { from } => (Some(from), None),
             TaskCommand::Skip { step, output } => (Some(step), Some(output)),
@@ -314,7 +345,7 @@ impl OperateTask {
         if let Some(n) = name
             && (n.is_empty() || !text_ok(n))
         {
-            return bad("a step or signal name must be 1 to 1000 bytes with no NUL".into());
+            return bad(format!("a step or signal name must be 1 to {MAX_OPERATOR_TEXT} bytes with no NUL"));
         }
         if let Some(v) = value {
             let size = serde_json::to_vec(v).map(|v| v.len()).unwrap_or(usize::MAX);

@@ -1,0 +1,191 @@
+//! [`WriteTx`]: what the shared write path asks of one open write transaction. Each method is one
+//! read or write in the store's own SQL; none decides anything.
+
+use crate::StoreError;
+use crate::decided::StepRow;
+use crate::lapse::LapsePlan;
+use serde_json::Value;
+use shiftboss_core::decider::StepView;
+use shiftboss_core::model::EventLevel;
+use shiftboss_core::workflow::{StepKind, WorkflowDef};
+use shiftboss_core::{StepId, StepState, TaskId, TaskState, Timestamp};
+use std::sync::Arc;
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+/// What the decider and the writes need of a task row.
+#[derive(Debug, Clone)]
+pub struct TaskRow {
+    pub state: TaskState,
+    pub workflow: String,
+    pub version: u32,
+    pub input: Value,
+    /// The application's key (the order id); a child's key is made from its parent's.
+    pub key: String,
+    pub priority: i32,
+    /// 0 for a top-level task, its parent's depth + 1 for a child.
+    pub depth: i64,
+    /// A sub-workflow's child task: its end moves its parent's step. A top-level task (most of
+    /// them) has no parent to tell, which saves a read per finished task.
+    pub is_child: bool,
+}
+
+/// A task row to insert: a submission, or a child a sub-workflow step starts.
+#[derive(Debug, Clone)]
+pub struct NewTask<'a> {
+    pub key: &'a str,
+    pub workflow: &'a str,
+    pub version: u32,
+    pub priority: i32,
+    pub input: &'a Value,
+    /// The parent task and the name of its step that waits for this child.
+    pub parent: Option<(TaskId, &'a str)>,
+    pub depth: i64,
+    /// When the workflow's timeout passes, if it has one (the reconciler fails the task then).
+    pub deadline_at: Option<i64>,
+}
+
+/// A task a key already names, live or archived: its id, workflow and input as stored (JSON text).
+pub type KeyOwner = (TaskId, String, String);
+
+/// The reads and writes of one open write transaction that the shared write path needs.
+///
+/// Every method runs inside the caller's transaction; nothing commits here. `async` for the stores
+/// whose statements are network round trips; a store that runs synchronously returns completed
+/// futures (see the module's doc). Locks: a store that locks task rows (PostgreSQL, for C7) takes
+/// them in `lock_tasks` and `lock_child`; a store whose transactions are serialised already
+/// (SQLite's single writer) does nothing there.
+// `async fn` in a public trait: the auto traits of each store's futures leak to the generic
+// callers through the concrete type, which is what lets PostgreSQL's stay `Send` and SQLite's not.
+#[allow(async_fn_in_trait)]
+pub trait WriteTx {
+    /// The store's time, read once for the whole transaction.
+    fn now(&self) -> Timestamp;
+
+    /// A registered definition (cached: a version never changes once registered).
+    async fn definition(&self, name: &str, version: u32) -> Result<Arc<WorkflowDef>>;
+
+    /// The newest registered version of a workflow.
+    async fn latest_version(&self, name: &str) -> Result<Option<u32>>;
+
+    /// The task row; `NotFound` when there is none.
+    async fn load_task(&self, task: TaskId) -> Result<TaskRow>;
+
+    /// The decider's view of the task's step rows, in creation (id) order.
+    async fn load_steps(&self, task: TaskId) -> Result<Vec<StepView>>;
+
+    /// Records an event of this transaction.
+    async fn event(
+        &self,
+        task: TaskId,
+        step: Option<StepId>,
+        kind: &'static str,
+        level: EventLevel,
+        actor: &str,
+        detail: Value,
+    ) -> Result<()>;
+
+    /// Locks these tasks and their ancestors until the transaction ends (a no-op where
+    /// transactions are serialised).
+    async fn lock_tasks(&self, tasks: &[TaskId]) -> Result<()>;
+
+    /// Locks a child of a task this transaction holds.
+    async fn lock_child(&self, child: TaskId) -> Result<()>;
+
+    // Tasks.
+
+    /// Inserts a task row in state running (held by this transaction); `None` when its key is
+    /// taken already.
+    async fn insert_task(&self, new: &NewTask<'_>) -> Result<Option<TaskId>>;
+
+    /// The task a key names, live or archived.
+    async fn key_owner(&self, key: &str) -> Result<Option<KeyOwner>>;
+
+    /// After `new` was inserted under `key`: the archived task that holds the key, if one does,
+    /// with `new` deleted again. A store that checked history before its insert, with no other
+    /// writer in between, answers `None`.
+    async fn archived_owner(&self, key: &str, new: TaskId) -> Result<Option<KeyOwner>>;
+
+    /// Sets a task's state, and its output when one is given.
+    async fn set_task_state(&self, task: TaskId, state: TaskState, output: Option<&Value>) -> Result<()>;
+
+    /// Clears a task's output (a rerun).
+    async fn clear_task_output(&self, task: TaskId) -> Result<()>;
+
+    /// The live child tasks (running, paused, compensating) that a parent's step started.
+    async fn children_of(&self, parent: TaskId, step: &str) -> Result<Vec<TaskId>>;
+
+    /// A child's parent and the name of the parent's step that started it; `None` for a
+    /// top-level task.
+    async fn parent_of(&self, child: TaskId) -> Result<Option<(TaskId, String)>>;
+
+    // Steps.
+
+    /// Inserts a step row (its bucket is its task's); a row that queues work rings the due-work
+    /// channel at commit.
+    async fn insert_step(
+        &self,
+        task: TaskId,
+        name: &str,
+        state: StepState,
+        compensates: Option<&str>,
+        row: &StepRow,
+    ) -> Result<StepId>;
+
+    /// Sets a step's state, output and error; its id, `None` when the task has no such row.
+    async fn update_step(
+        &self,
+        task: TaskId,
+        name: &str,
+        state: StepState,
+        output: Option<&Value>,
+        error: Option<&str>,
+    ) -> Result<Option<StepId>>;
+
+    /// Cancels a step if it is pending or processing, clearing its lease (a reply from its holder
+    /// is then fenced off); its id and kind, `None` when it was not live.
+    async fn cancel_live_step(&self, task: TaskId, name: &str) -> Result<Option<(StepId, StepKind)>>;
+
+    /// Ends the parent's sub-workflow step that waits for this very child (processing, its output
+    /// naming the child); its id, `None` when the parent moved on.
+    async fn end_child_step(
+        &self,
+        parent: TaskId,
+        step: &str,
+        child: TaskId,
+        state: StepState,
+        output: &Value,
+        error: Option<&str>,
+    ) -> Result<Option<StepId>>;
+
+    /// A step's task and name.
+    async fn find_step(&self, step: StepId) -> Result<Option<(TaskId, String)>>;
+
+    /// A step's id by its task and name.
+    async fn step_id(&self, task: TaskId, name: &str) -> Result<Option<StepId>>;
+
+    /// Holds every pending step of a task (due at [`super::HELD`]): a paused task's steps wait.
+    async fn hold_pending_steps(&self, task: TaskId) -> Result<()>;
+
+    /// Makes a task's held pending steps due now; rings the due-work channel when there were any.
+    async fn release_held_steps(&self, task: TaskId) -> Result<()>;
+
+    /// Puts a step back to pending with its count and lease cleared, due at `due_at`.
+    async fn reset_step(&self, task: TaskId, name: &str, due_at: i64) -> Result<()>;
+
+    /// Deletes a step row; its kind, `None` when there was none.
+    async fn delete_step(&self, task: TaskId, name: &str) -> Result<Option<StepKind>>;
+
+    /// Marks a step processed with this output, clearing its lease (a skip).
+    async fn finish_step(&self, task: TaskId, name: &str, output: &Value) -> Result<()>;
+
+    /// Writes what becomes of a held step (a lapse, or a failed attempt), fenced by its lease
+    /// token and `state = 'processing'`: false when the step had moved on. A step of a paused task
+    /// that goes back to pending is held like its others; a step back in the queue rings the
+    /// due-work channel.
+    async fn write_lapse(&self, step: StepId, lease_token: i64, plan: &LapsePlan) -> Result<bool>;
+
+    /// An `alert_only` step past its complete-by keeps its holder with no deadline; fenced like a
+    /// take-back, false when the step had moved on.
+    async fn mark_overdue(&self, step: StepId, lease_token: i64) -> Result<bool>;
+}
