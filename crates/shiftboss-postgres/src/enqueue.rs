@@ -10,7 +10,7 @@
 //!    for it) is left alone. A key given twice in the batch is inserted once, for its first job.
 //! 2. Then one statement reads the owners of every caller-given key, in both tables. Being a new
 //!    statement, it sees every transaction that committed before it, among them an archiver that
-//!    had the key's live row when step 1 began (see `submit::archived_owner`). A key now held in
+//!    had the key's live row when step 1 began (see `writes::archived_owner`). A key now held in
 //!    history is history's: the row step 1 inserted for it is deleted again.
 //! 3. Each job whose key was taken is the same job (same handler and params) or a `Conflict`. On a
 //!    `Conflict` the rows this call inserted are deleted before the error is returned, so a

@@ -3,7 +3,6 @@
 
 use crate::archive::restore_tree;
 use crate::lock::lock_tasks;
-use crate::operator::operate_task;
 use crate::rows::{bucket, count, get, json, opt_json, parsed};
 use crate::tx::{Conn, Tx};
 use shiftboss_core::jobs::{self, JobState};
@@ -196,8 +195,11 @@ pub async fn resubmit(t: &Tx<'_>, p: &ResubmitJobs) -> Result<ResubmitReport, St
         };
         for task_id in ids {
             let command = TaskCommand::Retry;
-            operate_task(t, &OperateTask { task_id, actor: p.actor.clone(), reason: p.reason.clone(), command })
-                .await?;
+            shiftboss_store::advance::operate_task(
+                t,
+                &OperateTask { task_id, actor: p.actor.clone(), reason: p.reason.clone(), command },
+            )
+            .await?;
             report.resubmitted += 1;
             left -= 1;
         }

@@ -17,7 +17,7 @@
 //!   `state = 'processing'`), the election (`INSERT ... ON CONFLICT DO UPDATE ... WHERE`), resign,
 //!   and "insert unless it exists" for definitions and task keys (`ON CONFLICT DO NOTHING`, then a
 //!   read of the row that won; a key archived to `tasks_history` is read after the insert, see
-//!   `submit::archived_owner`);
+//!   `writes::archived_owner`);
 //! - **done under a row lock**: every operation that runs the decider or moves a task's steps on its
 //!   behalf (submit, record_replies, expire_leases, release_instance_claims, resubmit_step,
 //!   operate_task and cancel_task, reconcile) locks the task row (`SELECT ... FOR UPDATE`) before
@@ -42,9 +42,7 @@
 //! With [`Clock::Database`], `now` is read from the database server once per transaction (see
 //! `tx::DB_NOW`), so machines whose clocks disagree still agree on when a lease lapsed.
 
-mod advance;
 mod archive;
-mod children;
 mod claim;
 mod enqueue;
 mod error;
@@ -56,7 +54,6 @@ mod listen;
 mod lock;
 pub mod migrate;
 mod next;
-mod operator;
 mod planner;
 mod query;
 mod reconcile;
@@ -64,9 +61,9 @@ mod replies;
 mod reply_set;
 mod rows;
 mod schedulers;
-mod steps;
 mod submit;
 mod tx;
+mod writes;
 
 #[doc(hidden)]
 pub use claim::claim_statement;
@@ -79,6 +76,7 @@ use shiftboss_core::buckets::Member;
 use shiftboss_core::model::TaskRecord;
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{InstanceId, TaskId, TaskState, Timestamp};
+use shiftboss_store::advance;
 use shiftboss_store::*;
 use std::sync::Arc;
 use std::time::Duration;
@@ -396,17 +394,19 @@ impl Store for PostgresStore {
     }
 
     async fn resubmit_step(&self, p: ResubmitStep) -> Result<()> {
-        self.write(async |t| operator::resubmit_step(t, &p).await).await
+        p.validate()?;
+        self.write(async |t| advance::resubmit_step(t, &p).await).await
     }
 
     async fn cancel_task(&self, p: CancelTask) -> Result<()> {
-        let p = OperateTask { task_id: p.task_id, actor: p.actor, reason: p.reason, command: TaskCommand::Cancel };
-        self.write(async |t| operator::operate_task(t, &p).await).await
+        let p = OperateTask::from(p);
+        p.validate()?;
+        self.write(async |t| advance::operate_task(t, &p).await).await
     }
 
     async fn operate_task(&self, p: OperateTask) -> Result<()> {
         p.validate()?;
-        self.write(async |t| operator::operate_task(t, &p).await).await
+        self.write(async |t| advance::operate_task(t, &p).await).await
     }
 
     async fn reconcile(&self, p: Reconcile) -> Result<ReconcileReport> {

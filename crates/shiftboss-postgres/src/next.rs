@@ -2,10 +2,10 @@
 //! sweep or reconciler transaction it belongs to, so knowing the next time costs no transaction.
 //! `steps_next_due` and `steps_deadline` make each `min` one index entry.
 
-use crate::operator::HELD;
 use crate::rows::get;
 use crate::tx::Tx;
 use shiftboss_core::Timestamp;
+use shiftboss_store::advance::HELD;
 use shiftboss_store::{ClaimDueSteps, StoreError};
 use std::sync::LazyLock;
 

@@ -6,7 +6,6 @@
 //! together (ascending ids, ancestors first, see `lock`), and each repair checks its condition
 //! again under the lock, since a reply or an operator may have moved the task meanwhile.
 
-use crate::advance::{advance_task, time_out};
 use crate::expire::check_leader;
 use crate::lock::lock_tasks;
 use crate::rows::get;
@@ -15,6 +14,7 @@ use serde_json::json;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::time::duration_ms;
 use shiftboss_core::{StepId, TaskId};
+use shiftboss_store::advance::{advance_task, time_out};
 use shiftboss_store::{Reconcile, ReconcileReport, StoreError, event_kind as ev};
 
 /// A running task with no live step: the same test when picking candidates and under the lock.

@@ -9,8 +9,6 @@
 //! A failed attempt (a retry job's handler failure) reads the step under the task's lock for its
 //! retry count and policy, then writes the plan with the same fence (see `expire::write_plan`).
 
-use crate::advance::advance_task;
-use crate::expire::write_plan;
 use crate::lock::{lock_roots, lock_tasks};
 use crate::reply_set;
 use crate::rows::{count, get, parsed, retry_policy};
@@ -22,12 +20,10 @@ use shiftboss_core::retry::RetryPolicies;
 use shiftboss_core::state::StepEvent;
 use shiftboss_core::workflow::{OnTimeout, StepKind};
 use shiftboss_core::{StepState, TaskId};
+use shiftboss_store::advance::{advance_task, error_text, write_plan};
 use shiftboss_store::lapse::{self, LapsedStep};
 use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, event_kind as ev};
 use std::collections::{BTreeMap, HashMap};
-
-/// The longest error message kept on a step; longer ones are cut.
-const MAX_ERROR_LEN: usize = 2000;
 
 /// How many tasks' replies are in flight at once on the transaction's connection.
 const PIPELINE: usize = 32;
@@ -129,7 +125,7 @@ async fn record_reply(
 ) -> Result<ReplyOutcome, StoreError> {
     let (event, output, error) = match &r.result {
         ReplyResult::Completed(v) => (StepEvent::Complete, Some(v.to_string()), None),
-        ReplyResult::PermanentError(e) => (StepEvent::PermanentError, None, Some(truncate(e))),
+        ReplyResult::PermanentError(e) => (StepEvent::PermanentError, None, Some(error_text(e))),
         ReplyResult::Failed(reason) => return record_failure(t, actor, task_id, r, reason, policies).await,
     };
     let next = StepState::Processing.on(event).expect("a processing step takes every reply");
@@ -188,7 +184,7 @@ async fn record_failure(
         lease_token: r.lease_token.0,
         on_timeout: OnTimeout::Retry,
     };
-    let plan = lapse::plan_failure(held, &truncate(reason), t.now, policies, fastrand::f64());
+    let plan = lapse::plan_failure(held, &error_text(reason), t.now, policies, fastrand::f64());
     let due_now = plan.next == StepState::Pending && plan.due_at <= t.now;
     if !write_plan(t, r.step_id, task_id, r.lease_token.0, plan, actor).await? {
         return reject(t, actor, task_id, r, event).await;
@@ -231,18 +227,4 @@ async fn reject(
     let detail = json!({"lease_token": r.lease_token.0, "reason": reason});
     t.event(task_id, Some(r.step_id), ev::REPLY_REJECTED, EventLevel::Info, actor, detail).await?;
     Ok(ReplyOutcome::Rejected { reason })
-}
-
-/// Cuts an agent's error message to [`MAX_ERROR_LEN`] bytes. NUL characters become U+FFFD:
-/// PostgreSQL text cannot hold them, and an error message must never make its reply unwritable.
-pub fn truncate(s: &str) -> String {
-    let s = s.replace('\0', "\u{FFFD}");
-    if s.len() <= MAX_ERROR_LEN {
-        return s;
-    }
-    let mut end = MAX_ERROR_LEN;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }

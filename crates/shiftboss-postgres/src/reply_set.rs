@@ -18,16 +18,16 @@
 //! A top-level task has no parent to tell when it ends, and a decide without actions starts no
 //! child, so nothing here moves a task other than the reply's own.
 
-use crate::advance::{STEP_VIEW_COLUMNS, TASK_ROW_COLUMNS, TaskRow, advance_task, step_view, task_row};
-use crate::replies::truncate;
 use crate::rows::get;
 use crate::tx::Tx;
+use crate::writes::{STEP_VIEW_COLUMNS, TASK_ROW_COLUMNS, step_view, task_row};
 use futures_util::{StreamExt, stream};
 use serde_json::{Value, json};
 use shiftboss_core::decider::{StepView, TaskView, decide};
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::state::StepEvent;
 use shiftboss_core::{StepState, TaskId, TaskState};
+use shiftboss_store::advance::{TaskRow, advance_task, error_text};
 use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, decided, event_kind as ev};
 use std::collections::{HashMap, HashSet};
 
@@ -158,7 +158,7 @@ async fn apply_steps(t: &Tx<'_>, actor: &str, replies: &[(&Reply, TaskId)]) -> R
     for (r, _) in replies {
         let (event, output, error) = match &r.result {
             ReplyResult::Completed(v) => (StepEvent::Complete, Some(v.to_string()), None),
-            ReplyResult::PermanentError(e) => (StepEvent::PermanentError, None, Some(truncate(e))),
+            ReplyResult::PermanentError(e) => (StepEvent::PermanentError, None, Some(error_text(e))),
             ReplyResult::Failed(_) => {
                 return Err(StoreError::Backend("a failed attempt is not recorded as a set".into()));
             }

@@ -110,15 +110,11 @@ pub struct Tx<'a> {
     /// The tasks whose rows this transaction holds locked (see `lock`), so that none is locked
     /// twice and a missing lock can be taken where it is found missing.
     pub locked: Mutex<HashSet<TaskId>>,
-    /// Tasks whose decider is running in this transaction, each with a flag raised when a child
-    /// task changed one of its steps meanwhile (it then decides again rather than recursing).
-    /// A std mutex, never held across an await: the transaction's futures must stay `Send`.
-    pub advancing: Mutex<Vec<(TaskId, bool)>>,
 }
 
 impl<'a> Tx<'a> {
     pub fn new(db: Conn<'a>, now: Timestamp, defs: &'a DefCache) -> Tx<'a> {
-        Tx { db, now, defs, due_now: Default::default(), locked: Default::default(), advancing: Default::default() }
+        Tx { db, now, defs, due_now: Default::default(), locked: Default::default() }
     }
 }
 
