@@ -329,7 +329,7 @@ impl Scheduler {
                             ReplyOutcome::Applied { task_state, scheduled } => {
                                 *scheduled > 0 || !task_state.is_terminal()
                             }
-                            ReplyOutcome::Rejected { .. } => false,
+                            ReplyOutcome::Rejected { .. } | ReplyOutcome::AlreadyApplied { .. } => false,
                         });
                         break;
                     }
@@ -361,6 +361,10 @@ impl Scheduler {
                     ReplyResult::PermanentError(_) => Metrics::add(&self.metrics.permanent_errors, 1),
                     ReplyResult::Failed(_) => Metrics::add(&self.metrics.failed, 1),
                 },
+                // Counted when it was first applied (its answer was lost, not its write).
+                ReplyOutcome::AlreadyApplied { .. } => {
+                    tracing::info!(step = %reply.step_id, "reply was applied already");
+                }
                 ReplyOutcome::Rejected { reason } => {
                     tracing::info!(step = %reply.step_id, %reason, "late reply rejected");
                     Metrics::add(&self.metrics.rejected_replies, 1);

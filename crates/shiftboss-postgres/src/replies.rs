@@ -11,16 +11,16 @@
 
 use crate::lock::{lock_roots, lock_tasks};
 use crate::reply_set;
-use crate::rows::{count, get, parsed, retry_policy};
+use crate::rows::{count, get, retry_policy};
 use crate::tx::Tx;
 use futures_util::{StreamExt, stream};
 use serde_json::json;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::retry::RetryPolicies;
 use shiftboss_core::state::StepEvent;
-use shiftboss_core::workflow::{OnTimeout, StepKind};
+use shiftboss_core::workflow::OnTimeout;
 use shiftboss_core::{StepState, TaskId};
-use shiftboss_store::advance::{advance_task, error_text, write_plan};
+use shiftboss_store::advance::{advance_task, error_text, refuse_reply, write_plan};
 use shiftboss_store::lapse::{self, LapsedStep};
 use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, event_kind as ev};
 use std::collections::{BTreeMap, HashMap};
@@ -81,18 +81,10 @@ pub async fn record_replies(
     if !set.is_empty() {
         let batch: Vec<(&Reply, TaskId)> = set.iter().map(|&(i, task)| (&replies[i], task)).collect();
         let outcomes = reply_set::record_set(t, actor, &batch).await?;
-        for ((i, task_id), outcome) in set.into_iter().zip(outcomes) {
+        for ((i, _), outcome) in set.into_iter().zip(outcomes) {
             out[i] = Some(match outcome {
                 Some(o) => o,
-                None => {
-                    let r = &replies[i];
-                    let event = if matches!(r.result, ReplyResult::Completed(_)) {
-                        StepEvent::Complete
-                    } else {
-                        StepEvent::PermanentError
-                    };
-                    reject(t, actor, task_id, r, event).await?
-                }
+                None => refuse_reply(t, actor, &replies[i]).await?,
             });
         }
     }
@@ -138,7 +130,7 @@ async fn record_reply(
         )
         .await?;
     if changed != 1 {
-        return reject(t, actor, task_id, r, event).await;
+        return refuse_reply(t, actor, r).await;
     }
     match &error {
         None => t.event(task_id, Some(r.step_id), ev::STEP_PROCESSED, EventLevel::Info, actor, json!({})).await?,
@@ -163,7 +155,6 @@ async fn record_failure(
     policies: &RetryPolicies,
 ) -> Result<ReplyOutcome, StoreError> {
     // Whether it gives up is the policy's to say; either way only a processing step may fail.
-    let event = StepEvent::Fail { give_up: false };
     let row = t
         .query_opt(
             "SELECT agent, failure_count, retry, locked_by FROM steps
@@ -172,7 +163,7 @@ async fn record_failure(
         )
         .await?;
     let Some(row) = row else {
-        return reject(t, actor, task_id, r, event).await;
+        return refuse_reply(t, actor, r).await;
     };
     let agent: String = get(&row, 0)?;
     let retry = retry_policy(&row, 2)?;
@@ -187,7 +178,7 @@ async fn record_failure(
     let plan = lapse::plan_failure(held, &error_text(reason), t.now, policies, fastrand::f64());
     let due_now = plan.next == StepState::Pending && plan.due_at <= t.now;
     if !write_plan(t, r.step_id, task_id, r.lease_token.0, plan, actor).await? {
-        return reject(t, actor, task_id, r, event).await;
+        return refuse_reply(t, actor, r).await;
     }
     if due_now {
         // A policy with no delay: the next try is due at once, so listeners wake at commit.
@@ -195,36 +186,4 @@ async fn record_failure(
     }
     let adv = advance_task(t, task_id, actor).await?;
     Ok(ReplyOutcome::Applied { task_state: adv.state, scheduled: adv.scheduled })
-}
-
-/// The fence refused the reply: say why, and record it.
-async fn reject(
-    t: &Tx<'_>,
-    actor: &str,
-    task_id: TaskId,
-    r: &Reply,
-    event: StepEvent,
-) -> Result<ReplyOutcome, StoreError> {
-    let row = t.query_opt("SELECT state, lease_token, kind FROM steps WHERE id = $1", &[&r.step_id.0]).await?;
-    // An operator's rerun removes the rows it runs again: the step may have gone since it was found.
-    let Some(row) = row else {
-        return Ok(ReplyOutcome::Rejected { reason: format!("step {} does not exist", r.step_id) });
-    };
-    let state: StepState = parsed(&row, 0, "steps.state")?;
-    let token: i64 = get(&row, 1)?;
-    if get::<&str>(&row, 2)? != StepKind::Agent.as_str() {
-        // Control steps hold no lease: no reply may move them. Not recorded, as in the SQLite store.
-        return Ok(ReplyOutcome::Rejected { reason: format!("step {} is a control step, not an agent's", r.step_id) });
-    }
-    let reason = if token != r.lease_token.0 {
-        format!("lease {} lapsed; the step was claimed again (lease {token})", r.lease_token.0)
-    } else {
-        match state.on(event) {
-            Err(e) => format!("the step is {state}, no longer processing: {e}"),
-            Ok(_) => format!("the step is {state}, no longer processing"),
-        }
-    };
-    let detail = json!({"lease_token": r.lease_token.0, "reason": reason});
-    t.event(task_id, Some(r.step_id), ev::REPLY_REJECTED, EventLevel::Info, actor, detail).await?;
-    Ok(ReplyOutcome::Rejected { reason })
 }

@@ -12,7 +12,7 @@ use shiftboss_core::model::EventLevel;
 use shiftboss_core::workflow::{StepKind, WorkflowDef};
 use shiftboss_core::{StepId, StepState, TaskId, TaskState, Timestamp};
 use shiftboss_store::StoreError;
-use shiftboss_store::advance::{HELD, KeyOwner, NewTask, TaskRow, WriteTx};
+use shiftboss_store::advance::{HELD, KeyOwner, NewTask, RepliedStep, TaskRow, WriteTx};
 use shiftboss_store::decided::StepRow;
 use shiftboss_store::lapse::LapsePlan;
 use std::sync::Arc;
@@ -319,6 +319,26 @@ impl WriteTx for Tx<'_> {
     async fn find_step(&self, step: StepId) -> Result<Option<(TaskId, String)>, StoreError> {
         let row = self.query_opt("SELECT task_id, name FROM steps WHERE id = $1", &[&step.0]).await?;
         row.map(|r| Ok((TaskId(get(&r, 0)?), get(&r, 1)?))).transpose()
+    }
+
+    async fn replied_step(&self, step: StepId) -> Result<Option<RepliedStep>, StoreError> {
+        let row = self
+            .query_opt(
+                "SELECT task_id, state, lease_token, kind, output, last_error FROM steps WHERE id = $1",
+                &[&step.0],
+            )
+            .await?;
+        row.map(|r| {
+            Ok(RepliedStep {
+                task_id: TaskId(get(&r, 0)?),
+                state: parsed(&r, 1, "steps.state")?,
+                lease_token: get(&r, 2)?,
+                kind: step_kind(&r, 3)?,
+                output: opt_json(&r, 4, "steps.output")?,
+                last_error: get(&r, 5)?,
+            })
+        })
+        .transpose()
     }
 
     async fn step_id(&self, task: TaskId, name: &str) -> Result<Option<StepId>, StoreError> {

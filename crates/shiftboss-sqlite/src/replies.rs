@@ -11,101 +11,58 @@ use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
 use shiftboss_core::state::StepEvent;
 use shiftboss_core::workflow::OnTimeout;
 use shiftboss_core::{StepState, TaskId};
-use shiftboss_store::advance::{advance_task, error_text, write_plan};
+use shiftboss_store::advance::{advance_task, error_text, refuse_reply, write_plan};
 use shiftboss_store::lapse::{self, LapsedStep};
 use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, event_kind as ev};
 
-/// What a reply needs of its step.
-struct Replied {
-    task_id: TaskId,
-    state: StepState,
-    token: i64,
-    is_agent: bool,
+pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply, policies: &RetryPolicies) -> Result<ReplyOutcome, StoreError> {
+    let outcome = match &r.result {
+        ReplyResult::Failed(reason) => record_failure(t, actor, r, reason, policies)?,
+        _ => end_fenced(t, actor, r)?,
+    };
+    match outcome {
+        Some(applied) => Ok(applied),
+        None => run_now(refuse_reply(t, actor, r)),
+    }
 }
 
-pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply, policies: &RetryPolicies) -> Result<ReplyOutcome, StoreError> {
-    if let Some(applied) = end_fenced(t, actor, r)? {
-        return Ok(applied);
-    }
-    // A failed attempt, or a reply the fence refused: read the step to plan the retry, or to say
-    // why it was refused.
-    let row =
-        t.tx.prepare_cached("SELECT task_id, state, lease_token, kind = 'agent' FROM steps WHERE id = ?1")
-            .and_then(|mut st| {
-                st.query_row([r.step_id.0], |row| {
-                    Ok(Replied {
-                        task_id: TaskId(row.get(0)?),
-                        state: crate::rows::parsed::<StepState>(row, 1, "steps.state")?,
-                        token: row.get(2)?,
-                        is_agent: row.get(3)?,
-                    })
-                })
-                .optional()
+/// A failed attempt (M5): the step runs again after its retry policy's next interval, its failure
+/// count one up, or goes to Error when the policy has no try left. `None` when the fence refused it.
+fn record_failure(
+    t: &Tx<'_>,
+    actor: &str,
+    r: &Reply,
+    reason: &str,
+    policies: &RetryPolicies,
+) -> Result<Option<ReplyOutcome>, StoreError> {
+    type Held = (TaskId, String, u32, Option<RetryPolicy>, Option<String>);
+    let held: Option<Held> =
+        t.tx.prepare_cached(
+            "SELECT task_id, agent, failure_count, retry, locked_by FROM steps
+             WHERE id = ?1 AND lease_token = ?2 AND state = 'processing' AND kind = 'agent'",
+        )
+        .and_then(|mut st| {
+            st.query_row(params![r.step_id.0, r.lease_token.0], |row| {
+                Ok((TaskId(row.get(0)?), row.get(1)?, row.get(2)?, crate::rows::retry_policy(row, 3)?, row.get(4)?))
             })
-            .map_err(map_err)?;
-    let Some(step) = row else {
-        return Ok(ReplyOutcome::Rejected { reason: format!("step {} does not exist", r.step_id) });
-    };
-    let (task_id, state, token) = (step.task_id, step.state, step.token);
-    if !step.is_agent {
-        // Control steps hold no lease: no reply may move them.
-        return Ok(ReplyOutcome::Rejected { reason: format!("step {} is a control step, not an agent's", r.step_id) });
-    }
-    let event = match &r.result {
-        ReplyResult::Completed(_) => StepEvent::Complete,
-        ReplyResult::PermanentError(_) => StepEvent::PermanentError,
-        // Whether it gives up is the policy's to say below; either way it needs a processing step.
-        ReplyResult::Failed(_) => StepEvent::Fail { give_up: false },
-    };
-    match state.on(event) {
-        Ok(_) if token == r.lease_token.0 => {}
-        outcome => {
-            let reason = if token != r.lease_token.0 {
-                format!("lease {} lapsed; the step was claimed again (lease {token})", r.lease_token.0)
-            } else {
-                format!("the step is {state}, no longer processing: {}", outcome.unwrap_err())
-            };
-            t.event(
-                task_id,
-                Some(r.step_id),
-                ev::REPLY_REJECTED,
-                EventLevel::Info,
-                actor,
-                json!({"lease_token": r.lease_token.0, "reason": reason}),
-            )?;
-            return Ok(ReplyOutcome::Rejected { reason });
-        }
-    }
-    let ReplyResult::Failed(reason) = &r.result else {
-        // The fence refused this reply, yet the step as read would take it: the two disagree.
-        return Err(StoreError::Backend(format!(
-            "step {} is {state} under lease {token}, yet its fenced update changed no row",
-            r.step_id
-        )));
-    };
-    // Only a failure needs the count and the policy: a completion does not parse them.
-    let (agent, failure_count, retry, locked_by): (String, u32, Option<RetryPolicy>, Option<String>) =
-        t.tx.prepare_cached("SELECT agent, failure_count, retry, locked_by FROM steps WHERE id = ?1")
-            .and_then(|mut st| {
-                st.query_row([r.step_id.0], |row| {
-                    Ok((row.get(0)?, row.get(1)?, crate::rows::retry_policy(row, 2)?, row.get(3)?))
-                })
-            })
-            .map_err(map_err)?;
-    let held = LapsedStep {
+            .optional()
+        })
+        .map_err(map_err)?;
+    let Some((task_id, agent, failure_count, retry, locked_by)) = held else { return Ok(None) };
+    let step = LapsedStep {
         agent: &agent,
         failure_count,
         retry: retry.as_ref(),
         locked_by: locked_by.as_deref(),
-        lease_token: token,
+        lease_token: r.lease_token.0,
         on_timeout: OnTimeout::Retry,
     };
-    let plan = lapse::plan_failure(held, reason, t.now, policies, fastrand::f64());
-    if !run_now(write_plan(t, r.step_id, task_id, token, plan, actor))? {
+    let plan = lapse::plan_failure(step, reason, t.now, policies, fastrand::f64());
+    if !run_now(write_plan(t, r.step_id, task_id, r.lease_token.0, plan, actor))? {
         return Err(StoreError::Backend(format!("fenced update of step {} changed no row", r.step_id)));
     }
     let adv = run_now(advance_task(t, task_id, actor))?;
-    Ok(ReplyOutcome::Applied { task_state: adv.state, scheduled: adv.scheduled })
+    Ok(Some(ReplyOutcome::Applied { task_state: adv.state, scheduled: adv.scheduled }))
 }
 
 /// Ends the step of a completion or a permanent error with an update whose WHERE is the fence

@@ -13,7 +13,7 @@ use shiftboss_core::model::EventLevel;
 use shiftboss_core::workflow::{StepKind, WorkflowDef};
 use shiftboss_core::{StepId, StepState, TaskId, TaskState, Timestamp};
 use shiftboss_store::StoreError;
-use shiftboss_store::advance::{HELD, KeyOwner, NewTask, TaskRow, WriteTx};
+use shiftboss_store::advance::{HELD, KeyOwner, NewTask, RepliedStep, TaskRow, WriteTx};
 use shiftboss_store::decided::StepRow;
 use shiftboss_store::lapse::LapsePlan;
 use std::future::Future;
@@ -356,6 +356,25 @@ impl WriteTx for Tx<'_> {
                 Ok((TaskId(r.get(0)?), r.get(1)?))
             })
             .optional()
+            .map_err(map_err)
+    }
+
+    async fn replied_step(&self, step: StepId) -> Result<Option<RepliedStep>, StoreError> {
+        self.tx
+            .prepare_cached("SELECT task_id, state, lease_token, kind, output, last_error FROM steps WHERE id = ?1")
+            .and_then(|mut st| {
+                st.query_row([step.0], |r| {
+                    Ok(RepliedStep {
+                        task_id: TaskId(r.get(0)?),
+                        state: parsed(r, 1, "steps.state")?,
+                        lease_token: r.get(2)?,
+                        kind: step_kind(r, 3)?,
+                        output: opt_json(r, 4, "steps.output")?,
+                        last_error: r.get(5)?,
+                    })
+                })
+                .optional()
+            })
             .map_err(map_err)
     }
 

@@ -1,5 +1,5 @@
-//! The conformance suite of the store contract: written once, run against every backend (SQLite
-//! now, PostgreSQL later), as River's `riverdrivertest` is for its drivers.
+//! The conformance suite of the store contract: written once, run against every backend (SQLite and
+//! PostgreSQL), as River's `riverdrivertest` is for its drivers.
 //!
 //! Layout:
 //! - [`Fixture`]: what a backend provides, one fresh, isolated database per test case.
@@ -79,6 +79,7 @@ macro_rules! conformance_suite {
                 a_second_reply_on_the_same_lease_is_rejected,
                 reply_to_an_unknown_step_is_rejected,
                 a_mixed_batch_is_recorded_as_each_reply_alone,
+                an_identical_repeat_of_an_applied_reply_is_acknowledged,
             }
             fencing {
                 late_reply_with_the_old_token_is_rejected,
@@ -134,6 +135,9 @@ macro_rules! conformance_suite {
                 rerun_from_a_step_runs_it_and_what_followed_again,
                 skip_counts_a_step_as_done_and_fences_its_holder,
                 bad_commands_are_invalid_input_or_not_found,
+                cancel_and_resubmit_validate_actor_and_reason,
+                pause_holds_retries_that_fall_due_while_paused,
+                error_text_is_stored_without_nul,
             }
             policies {
                 a_domain_step_goes_only_to_its_domain_until_the_fallback,

@@ -165,6 +165,9 @@ pub enum ReplyOutcome {
     /// A reply that arrives after complete-by but before any sweep or re-claim is applied: its
     /// token still matches, so no newer state exists for it to overwrite.
     Rejected { reason: String },
+    /// The identical repeat of a reply that was applied under the same lease (sent again because
+    /// the answer to its commit was lost): nothing changes and nothing is recorded.
+    AlreadyApplied { task_state: TaskState },
 }
 
 #[derive(Debug, Clone)]

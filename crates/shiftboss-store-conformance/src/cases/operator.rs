@@ -124,3 +124,64 @@ pub async fn bad_commands_are_invalid_input_or_not_found<F: Fixture>(f: F) {
     assert!(matches!(h.store.operate_task(p).await, Err(StoreError::InvalidInput(_))));
     assert_eq!(h.snapshot().await, before);
 }
+
+/// Cancel and resubmit check their actor and reason as every operator command does: an empty
+/// actor, a NUL, or text over the limit is invalid input and changes nothing, in every store.
+pub async fn cancel_and_resubmit_validate_actor_and_reason<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register_standard().await;
+    let task = h.submit("t1", "one", 0).await;
+    let c = h.claim_one("s1").await;
+    h.reply("s1", c.id, c.lease_token, ReplyResult::PermanentError("down".into())).await;
+    let before = h.snapshot().await;
+    let long = "x".repeat(MAX_OPERATOR_TEXT + 1);
+    for (actor, reason) in [("", "why"), ("ops\0", "why"), ("ops", "a\0b"), (long.as_str(), "why"), ("ops", &long)] {
+        let cancel = CancelTask { task_id: task, actor: actor.into(), reason: reason.into() };
+        let out = h.store.cancel_task(cancel).await;
+        assert!(matches!(out, Err(StoreError::InvalidInput(_))), "cancel by {actor:?} for {reason:?}: {out:?}");
+        let resubmit = ResubmitStep { step_id: c.id, actor: actor.into(), reason: reason.into() };
+        let out = h.store.resubmit_step(resubmit).await;
+        assert!(matches!(out, Err(StoreError::InvalidInput(_))), "resubmit by {actor:?} for {reason:?}: {out:?}");
+    }
+    assert_eq!(h.snapshot().await, before);
+}
+
+/// A paused task holds every step, also those that become due while it is paused: a failed attempt's
+/// delayed retry and a lapsed lease's retry wait for the resume, as its pending steps do.
+pub async fn pause_holds_retries_that_fall_due_while_paused<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register(&retrying()).await;
+    let failed = h.submit("failed", "retrying", 0).await;
+    let lapsed = h.submit("lapsed", "retrying", 0).await;
+    let claimed = h.claim_all("s1").await;
+    assert_eq!(claimed.len(), 2);
+    h.operate(failed, TaskCommand::Pause).await;
+    h.operate(lapsed, TaskCommand::Pause).await;
+    let c = claimed.iter().find(|c| c.task_id == failed).expect("claimed");
+    let out = h.reply("s1", c.id, c.lease_token, ReplyResult::Failed("busy".into())).await;
+    assert!(matches!(out, ReplyOutcome::Applied { .. }), "{out:?}");
+    h.advance(secs(2));
+    let leader = h.supervisor().await;
+    assert_eq!(h.expire(&leader, Default::default()).await.unwrap().retried, 1, "the other lease lapsed");
+    h.advance(secs(60));
+    assert!(h.claim_all("s2").await.is_empty(), "nothing of a paused task is claimed, however late");
+    for task in [failed, lapsed] {
+        let step = h.step_named(task, "flaky").await;
+        assert_eq!((step.state, step.failure_count), (StepState::Pending, 1), "task {task}");
+    }
+    h.operate(failed, TaskCommand::Resume).await;
+    h.operate(lapsed, TaskCommand::Resume).await;
+    let again = h.claim_all("s2").await;
+    assert_eq!(again.len(), 2, "both run once resumed");
+}
+
+/// An error text keeps no NUL in any store (PostgreSQL's text cannot hold one): it is replaced,
+/// and the rest is kept.
+pub async fn error_text_is_stored_without_nul<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register_standard().await;
+    let task = h.submit("t1", "one", 0).await;
+    let c = h.claim_one("s1").await;
+    h.reply("s1", c.id, c.lease_token, ReplyResult::PermanentError("bad\0byte".into())).await;
+    assert_eq!(h.step(task, c.id).await.last_error.as_deref(), Some("bad\u{FFFD}byte"));
+}

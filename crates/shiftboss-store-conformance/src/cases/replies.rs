@@ -164,3 +164,47 @@ pub async fn a_mixed_batch_is_recorded_as_each_reply_alone<F: Fixture>(f: F) {
 
     assert_eq!(Harness::<F::Store>::names(&h.claim_all("sched-1").await), ["charge"], "only the next step is due");
 }
+
+/// A reply sent again because the answer to its commit was lost (the write may have landed): an
+/// identical repeat of an applied reply is acknowledged as applied, changes nothing and records no
+/// rejection; a different reply on the same lease is still rejected.
+pub async fn an_identical_repeat_of_an_applied_reply_is_acknowledged<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register_standard().await;
+    h.register(&retrying()).await;
+
+    // Each task's step is claimed and settled before the next task is submitted.
+    let done = h.submit("done", "one", 0).await;
+    let c = h.claim_one("s1").await;
+    assert!(matches!(h.complete("s1", &c, json!({"v": 1})).await, ReplyOutcome::Applied { .. }));
+    let before = h.snapshot().await;
+    let again = h.complete("s1", &c, json!({"v": 1})).await;
+    assert_eq!(again, ReplyOutcome::AlreadyApplied { task_state: TaskState::Completed });
+    assert_eq!(h.snapshot().await, before, "a repeat writes nothing, no event either");
+    let other = h.complete("s1", &c, json!({"v": 2})).await;
+    assert!(matches!(other, ReplyOutcome::Rejected { .. }), "another output is no repeat: {other:?}");
+    assert_eq!(step_events(&h.task(done).await.events, c.id, ev::REPLY_REJECTED).count(), 1);
+
+    let failed = h.submit("failed", "one", 0).await;
+    let c = h.claim_one("s1").await;
+    let err = || ReplyResult::PermanentError("card declined\0".into());
+    assert!(matches!(h.reply("s1", c.id, c.lease_token, err()).await, ReplyOutcome::Applied { .. }));
+    let before = h.snapshot().await;
+    let again = h.reply("s1", c.id, c.lease_token, err()).await;
+    assert_eq!(again, ReplyOutcome::AlreadyApplied { task_state: TaskState::Failed });
+    assert_eq!(h.snapshot().await, before);
+    assert_eq!(h.task(failed).await.task.state, TaskState::Failed);
+
+    let retried = h.submit("retried", "retrying", 0).await;
+    let c = h.claim_one("s1").await;
+    let fail = || ReplyResult::Failed("smtp refused".into());
+    assert!(matches!(h.reply("s1", c.id, c.lease_token, fail()).await, ReplyOutcome::Applied { .. }));
+    let again = h.reply("s1", c.id, c.lease_token, fail()).await;
+    assert_eq!(again, ReplyOutcome::AlreadyApplied { task_state: TaskState::Running });
+    assert_eq!(h.step(retried, c.id).await.failure_count, 1, "the failure is counted once");
+    h.advance(ms(150));
+    let next = h.claim_one("s1").await;
+    assert_eq!(next.id, c.id);
+    let stale = h.reply("s1", c.id, c.lease_token, fail()).await;
+    assert!(matches!(stale, ReplyOutcome::Rejected { .. }), "the step was claimed again since: {stale:?}");
+}

@@ -24,6 +24,7 @@ mod agenda;
 mod children;
 mod expire;
 mod operator;
+mod replies;
 mod submit;
 mod tx;
 
@@ -31,6 +32,7 @@ pub use agenda::{Advanced, advance_task, time_out};
 pub use children::end_tree;
 pub use expire::{HeldStep, take_back, write_plan};
 pub use operator::{operate_task, resubmit_step};
+pub use replies::{RepliedStep, refuse_reply};
 pub use submit::submit_task;
 pub use tx::{KeyOwner, NewTask, TaskRow, WriteTx};
 

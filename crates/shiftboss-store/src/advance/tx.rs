@@ -161,6 +161,9 @@ pub trait WriteTx {
     /// A step's task and name.
     async fn find_step(&self, step: StepId) -> Result<Option<(TaskId, String)>>;
 
+    /// What a refused reply's step holds now; `None` when there is no such step.
+    async fn replied_step(&self, step: StepId) -> Result<Option<super::RepliedStep>>;
+
     /// A step's id by its task and name.
     async fn step_id(&self, task: TaskId, name: &str) -> Result<Option<StepId>>;
 
