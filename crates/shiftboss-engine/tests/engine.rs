@@ -181,7 +181,7 @@ async fn a_restarted_scheduler_takes_back_its_steps_at_once() {
     engine.register_workflow(&wf).await.unwrap();
     let id = store.submit_task(order("o-1")).await.unwrap().task_id;
     let claimed = store
-        .claim_due_steps(ClaimDueSteps {
+        .claim_due_work(ClaimDueSteps {
             instance: InstanceId::new("sched-a").unwrap(),
             limit: 10,
             agents: vec!["svc".into()],
@@ -190,7 +190,8 @@ async fn a_restarted_scheduler_takes_back_its_steps_at_once() {
             limits: vec![],
         })
         .await
-        .unwrap();
+        .unwrap()
+        .steps;
     assert_eq!(claimed.len(), 1);
 
     // Restarted under the same instance id, without any supervisor, it finishes the task.

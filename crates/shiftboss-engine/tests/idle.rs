@@ -65,11 +65,6 @@ impl Store for Counting {
         self.inner.submit_task(p).await
     }
 
-    async fn claim_due_steps(&self, p: ClaimDueSteps) -> Result<Vec<ClaimedStep>> {
-        self.count("claim_due_steps");
-        self.inner.claim_due_steps(p).await
-    }
-
     async fn claim_due_work(&self, p: ClaimDueSteps) -> Result<ClaimedWork> {
         self.count("claim_due_work");
         self.inner.claim_due_work(p).await
@@ -78,11 +73,6 @@ impl Store for Counting {
     async fn record_replies(&self, p: RecordReplies) -> Result<Vec<ReplyOutcome>> {
         self.count("record_replies");
         self.inner.record_replies(p).await
-    }
-
-    async fn expire_leases(&self, p: ExpireLeases) -> Result<ExpiryReport> {
-        self.count("expire_leases");
-        self.inner.expire_leases(p).await
     }
 
     async fn sweep(&self, p: ExpireLeases) -> Result<Swept> {
@@ -118,11 +108,6 @@ impl Store for Counting {
     async fn operate_task(&self, p: OperateTask) -> Result<()> {
         self.count("operate_task");
         self.inner.operate_task(p).await
-    }
-
-    async fn reconcile(&self, p: Reconcile) -> Result<ReconcileReport> {
-        self.count("reconcile");
-        self.inner.reconcile(p).await
     }
 
     async fn reconcile_pass(&self, p: Reconcile) -> Result<Reconciled> {

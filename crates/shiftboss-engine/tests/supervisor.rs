@@ -62,7 +62,7 @@ async fn submit_and_claim_keyed(f: &Fixture, prefix: &str, n: usize) {
         domains: vec![],
         limits: vec![],
     };
-    assert_eq!(f.store.claim_due_steps(p).await.unwrap().len(), n);
+    assert_eq!(f.store.claim_due_work(p).await.unwrap().steps.len(), n);
 }
 
 async fn submit_and_claim(f: &Fixture, n: usize) {
@@ -96,9 +96,9 @@ async fn the_interval_list_is_followed_to_the_letter_then_the_step_goes_to_error
             limits: vec![],
         };
         f.clock.advance(ms(wait as u64 - 1));
-        assert!(f.store.claim_due_steps(p()).await.unwrap().is_empty());
+        assert!(f.store.claim_due_work(p()).await.unwrap().steps.is_empty());
         f.clock.advance(ms(1));
-        assert_eq!(f.store.claim_due_steps(p()).await.unwrap().len(), 1);
+        assert_eq!(f.store.claim_due_work(p()).await.unwrap().steps.len(), 1);
     }
     f.clock.advance(ms(1000));
     let r = sup.run_once().await.unwrap();

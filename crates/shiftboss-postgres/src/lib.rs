@@ -2,11 +2,12 @@
 //! database (P10, P11).
 //!
 //! Layout: [`migrate`] checks and migrates the store's schema; one module per group of store
-//! operations (`submit`, `claim`, `replies`, `expire`, `leader`, `operator`, `reconcile`, `query`,
-//! `enqueue` and `jobs` for retry jobs, `archive` for the history tables);
-//! `advance` runs the decider inside the transaction that changed a step, writing through `steps`
-//! and `children` (sub-workflows); `lock` holds the per-task lock (C7) and `limits` the per-agent
-//! limits of claims; `tx`, `rows` and `error` are shared plumbing. SQL lives only in this crate.
+//! operations (`submit`, `claim`, `replies` with `reply_set`, `expire`, `leader`, `reconcile`,
+//! `schedulers`, `query`, `enqueue` and `jobs` for retry jobs, `archive` for the history tables);
+//! `writes` is the SQL of the shared write path (`shiftboss_store::advance`), which runs the decider
+//! inside the transaction that changed a step; `lock` holds the per-task lock (C7), `limits` the
+//! per-agent limits of claims, `listen` the due-work channel, `next` the next due times, `planner`
+//! the background ANALYZE; `tx`, `rows` and `error` are shared plumbing. SQL lives only in this crate.
 //!
 //! # Concurrency
 //!
@@ -331,13 +332,6 @@ impl Store for PostgresStore {
         self.write(async |t| submit::submit(t, &p).await).await
     }
 
-    async fn claim_due_steps(&self, p: ClaimDueSteps) -> Result<Vec<ClaimedStep>> {
-        if p.limit == 0 || p.agents.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.write(async |t| claim::claim_due_steps(t, &p).await).await
-    }
-
     async fn claim_due_work(&self, p: ClaimDueSteps) -> Result<ClaimedWork> {
         if !claim::has_limited_agent(&p) {
             let manual = match &self.inner.clock {
@@ -366,10 +360,6 @@ impl Store for PostgresStore {
             return Ok(Vec::new());
         }
         self.write(async |t| replies::record_replies(t, p.instance.as_str(), &p.replies, &p.policies).await).await
-    }
-
-    async fn expire_leases(&self, p: ExpireLeases) -> Result<ExpiryReport> {
-        self.write(async |t| expire::expire_leases(t, &p.leader, p.limit, &p.policies).await).await
     }
 
     async fn sweep(&self, p: ExpireLeases) -> Result<Swept> {
@@ -407,10 +397,6 @@ impl Store for PostgresStore {
     async fn operate_task(&self, p: OperateTask) -> Result<()> {
         p.validate()?;
         self.write(async |t| advance::operate_task(t, &p).await).await
-    }
-
-    async fn reconcile(&self, p: Reconcile) -> Result<ReconcileReport> {
-        self.write(async |t| reconcile::reconcile(t, &p).await).await
     }
 
     async fn reconcile_pass(&self, p: Reconcile) -> Result<Reconciled> {

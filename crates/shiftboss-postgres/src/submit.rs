@@ -11,12 +11,12 @@
 use crate::rows::get;
 use crate::tx::{Tx, pg_int};
 use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_store::advance::{definition_text, registered_again};
 use shiftboss_store::{RegisterOutcome, StoreError, SubmitTask, Submitted};
 
 pub async fn register_workflow(t: &Tx<'_>, def: &WorkflowDef) -> Result<RegisterOutcome, StoreError> {
-    def.validate().map_err(|e| StoreError::InvalidInput(format!("workflow {}: {e}", def.name)))?;
+    let text = definition_text(def)?;
     let version = pg_int(def.version)?;
-    let text = serde_json::to_string(def).expect("definitions serialize");
     let inserted = t
         .execute(
             "INSERT INTO workflows (name, version, definition, created_at) VALUES ($1, $2, $3, $4)
@@ -30,16 +30,7 @@ pub async fn register_workflow(t: &Tx<'_>, def: &WorkflowDef) -> Result<Register
     let row = t
         .query_one("SELECT definition FROM workflows WHERE name = $1 AND version = $2", &[&def.name, &version])
         .await?;
-    // Compare parsed values, not text, so that a re-serialization is not a conflict.
-    let old: Option<WorkflowDef> = serde_json::from_str(get(&row, 0)?).ok();
-    if old.as_ref() == Some(def) {
-        Ok(RegisterOutcome::Unchanged)
-    } else {
-        Err(StoreError::Conflict(format!(
-            "workflow {} version {} is already registered with other content; register it as a new version",
-            def.name, def.version
-        )))
-    }
+    registered_again(def, get(&row, 0)?)
 }
 
 pub async fn submit(t: &Tx<'_>, p: &SubmitTask) -> Result<Submitted, StoreError> {

@@ -10,6 +10,7 @@ use serde_json::json;
 use shiftboss_core::TaskState;
 use shiftboss_postgres::{PostgresStore, enqueue_jobs_in};
 use shiftboss_store::*;
+use shiftboss_store_conformance::support::StoreTestExt;
 use shiftboss_store_conformance::support::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

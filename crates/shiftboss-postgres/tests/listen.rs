@@ -8,6 +8,7 @@ use serde_json::json;
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_postgres::PostgresStore;
 use shiftboss_store::{Clock, ExpireLeases, ManualClock, Store, SubmitTask, TaskCommand};
+use shiftboss_store_conformance::support::StoreTestExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

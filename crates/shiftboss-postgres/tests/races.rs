@@ -9,6 +9,7 @@ use serde_json::json;
 use shiftboss_core::retry::RetryPolicies;
 use shiftboss_postgres::PostgresStore;
 use shiftboss_store::*;
+use shiftboss_store_conformance::support::StoreTestExt;
 use shiftboss_store_conformance::support::*;
 use std::sync::Arc;
 use std::time::Duration;

@@ -9,6 +9,7 @@ use shiftboss_core::InstanceId;
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_postgres::{PostgresStore, submit_task_in};
 use shiftboss_store::{ClaimDueSteps, Store, StoreError, SubmitTask};
+use shiftboss_store_conformance::support::StoreTestExt;
 use tokio_postgres::Client;
 
 fn workflow() -> WorkflowDef {

@@ -10,6 +10,7 @@ use shiftboss_core::workflow::StepKind;
 use shiftboss_core::{StepState, TaskState};
 use shiftboss_postgres::PostgresStore;
 use shiftboss_store::*;
+use shiftboss_store_conformance::support::StoreTestExt;
 use shiftboss_store_conformance::support::*;
 use std::sync::Arc;
 use tokio_postgres::error::SqlState;

@@ -1,8 +1,11 @@
 //! The SQLite state store: the embedded default, one file in WAL mode.
 //!
 //! Layout: [`open`] checks and migrates a file; one module per group of store operations
-//! (`submit`, `claim`, `replies`, `expire`, `leader`, `operator`, `query`); `advance` runs the
-//! decider inside the transaction that changed a step; `tx` and `rows` are shared plumbing.
+//! (`submit`, `claim`, `replies`, `expire`, `leader`, `reconcile`, `jobs`, `archive`,
+//! `schedulers`, `query`); `next` reads the next due times the roles sleep until; `writes` is the
+//! SQL of the shared write path (`shiftboss_store::advance`), which runs the decider inside the
+//! transaction that changed a step; `group` shares one commit among queued writes; `wake` rings
+//! subscribers when another connection commits; `tx`, `rows` and `error` are shared plumbing.
 //!
 //! Every write runs in a `BEGIN IMMEDIATE` transaction on a blocking thread: SQLite allows one
 //! writer at a time, and taking the write lock at the start means a transaction never fails half
@@ -208,10 +211,6 @@ impl Store for SqliteStore {
         self.write(move |t| submit::submit(t, &p)).await
     }
 
-    async fn claim_due_steps(&self, p: ClaimDueSteps) -> Result<Vec<ClaimedStep>> {
-        self.write(move |t| claim::claim_due_steps(t, &p)).await
-    }
-
     async fn claim_due_work(&self, p: ClaimDueSteps) -> Result<ClaimedWork> {
         self.write(move |t| {
             let steps = claim::claim_due_steps(t, &p)?;
@@ -230,10 +229,6 @@ impl Store for SqliteStore {
             p.replies.iter().map(|r| replies::record_reply(t, p.instance.as_str(), r, &p.policies)).collect()
         })
         .await
-    }
-
-    async fn expire_leases(&self, p: ExpireLeases) -> Result<ExpiryReport> {
-        self.write(move |t| expire::expire_leases(t, &p.leader, p.limit, &p.policies)).await
     }
 
     async fn sweep(&self, p: ExpireLeases) -> Result<Swept> {
@@ -272,10 +267,6 @@ impl Store for SqliteStore {
     async fn operate_task(&self, p: OperateTask) -> Result<()> {
         p.validate()?;
         self.write(move |t| writes::run_now(advance::operate_task(t, &p))).await
-    }
-
-    async fn reconcile(&self, p: Reconcile) -> Result<ReconcileReport> {
-        self.write(move |t| reconcile::reconcile(t, &p)).await
     }
 
     async fn reconcile_pass(&self, p: Reconcile) -> Result<Reconciled> {

@@ -7,6 +7,7 @@ use serde_json::json;
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_sqlite::{OpenOptions, SCHEMA_VERSION, SqliteStore};
 use shiftboss_store::{ClaimDueSteps, Store, StoreError, SubmitTask};
+use shiftboss_store_conformance::support::StoreTestExt;
 use std::path::{Path, PathBuf};
 
 fn db_in(dir: &tempfile::TempDir) -> PathBuf {

@@ -48,15 +48,11 @@ pub trait Store: Send + Sync + 'static {
     /// changes nothing; with another workflow or input it is a `Conflict`.
     async fn submit_task(&self, p: SubmitTask) -> Result<Submitted>;
 
-    /// Claims due Pending steps for one instance (P14). Which steps are chosen under the limit goes
-    /// by highest priority, then oldest due; the order of the returned list is unspecified.
-    async fn claim_due_steps(&self, p: ClaimDueSteps) -> Result<Vec<ClaimedStep>> {
-        Ok(self.claim_due_work(p).await?.steps)
-    }
-
-    /// `claim_due_steps`, and in the same transaction, when the claim came up short, the next due
-    /// time of a step it could claim later (see [`ClaimedWork::next_due`]): an idle scheduler
-    /// sleeps until then instead of polling.
+    /// Claims due Pending steps for one instance (P14), and in the same transaction, when the claim
+    /// came up short, the next due time of a step it could claim later (see
+    /// [`ClaimedWork::next_due`]): an idle scheduler sleeps until then instead of polling. Which
+    /// steps are chosen under the limit goes by highest priority, then oldest due; the order of the
+    /// claimed steps is unspecified.
     async fn claim_due_work(&self, p: ClaimDueSteps) -> Result<ClaimedWork>;
 
     /// Records agents' replies, each fenced by its lease token, and moves their tasks on.
@@ -65,12 +61,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// The supervisor's sweep (P6, P17): Processing steps whose complete-by has passed go back to
     /// Pending after their retry delay, or to Error at the threshold. Fenced by the leader's term.
-    async fn expire_leases(&self, p: ExpireLeases) -> Result<ExpiryReport> {
-        Ok(self.sweep(p).await?.report)
-    }
-
-    /// `expire_leases`, and in the same transaction the next complete-by and the next due time
-    /// after it (see [`Swept`]), so that the supervisor sweeps when a lease can lapse, not on a tick.
+    /// In the same transaction, the next complete-by and the next due time after it (see
+    /// [`Swept`]), so that the supervisor sweeps when a lease can lapse, not on a tick.
     async fn sweep(&self, p: ExpireLeases) -> Result<Swept>;
 
     /// On a scheduler's start: the steps its instance id held before it died go back to Pending
@@ -98,13 +90,9 @@ pub trait Store: Send + Sync + 'static {
     async fn operate_task(&self, p: OperateTask) -> Result<()>;
 
     /// The reconciler's pass (C6), fenced by the leader's term: ends timed waits, fails tasks past
-    /// their workflow's timeout, and decides again running tasks that have stalled.
-    async fn reconcile(&self, p: Reconcile) -> Result<ReconcileReport> {
-        Ok(self.reconcile_pass(p).await?.report)
-    }
-
-    /// `reconcile`, and in the same transaction the next time a timed wait ends or a live task's
-    /// deadline passes (see [`Reconciled`]).
+    /// their workflow's timeout, and decides again running tasks that have stalled. In the same
+    /// transaction, the next time a timed wait ends or a live task's deadline passes (see
+    /// [`Reconciled`]).
     async fn reconcile_pass(&self, p: Reconcile) -> Result<Reconciled>;
 
     /// A step heartbeat: moves the claim's complete-by on (see [`ExtendLease`]). Returns the new

@@ -160,7 +160,7 @@ async fn claim_cost(store: &Arc<dyn Store>, client: &JobClient, rounds: u32) -> 
             limits: vec![],
         };
         let start = Instant::now();
-        let got = store.claim_due_steps(p).await.unwrap();
+        let got = store.claim_due_work(p).await.unwrap().steps;
         times.push(start.elapsed());
         assert_eq!(got.len(), 100);
     }

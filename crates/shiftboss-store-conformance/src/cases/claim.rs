@@ -5,7 +5,7 @@ use crate::support::*;
 use serde_json::json;
 use shiftboss_core::retry::RetryPolicies;
 use shiftboss_core::{StepState, TaskId};
-use shiftboss_store::{ClaimDueSteps, Store, event_kind as ev};
+use shiftboss_store::{ClaimDueSteps, event_kind as ev};
 
 pub async fn claims_highest_priority_first_then_oldest_due<F: Fixture>(f: F) {
     let h = Harness::open(&f).await;

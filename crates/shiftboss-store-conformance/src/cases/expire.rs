@@ -7,7 +7,7 @@ use serde_json::json;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
 use shiftboss_core::{StepState, TaskState};
-use shiftboss_store::{ExpireLeases, ExpiryReport, LeaderTerm, Store, StoreError, event_kind as ev};
+use shiftboss_store::{ExpireLeases, ExpiryReport, LeaderTerm, StoreError, event_kind as ev};
 use std::sync::Arc;
 use std::time::Duration;
 

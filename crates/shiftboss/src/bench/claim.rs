@@ -142,7 +142,7 @@ async fn round(
     let mut sweep = None;
     if let Some(term) = l.store.elect_leader(leader).await? {
         let t = Instant::now();
-        l.store.expire_leases(ExpireLeases { leader: term, limit: 1000, policies: policies.clone() }).await?;
+        l.store.sweep(ExpireLeases { leader: term, limit: 1000, policies: policies.clone() }).await?;
         sweep = Some(ms(t));
     }
     if timed {
