@@ -1,13 +1,15 @@
-//! Fault injection for the chaos harness (`shiftboss chaos`): a process told to die at a given
+//! Fault injection for the chaos harness (`shiftboss-lab chaos`): a process told to die at a given
 //! point kills itself there with SIGKILL, exactly as a crash at that instant would leave things.
 //!
-//! Inert unless `SHIFTBOSS_FAULT` is set when the process starts, as `POINT@N`: the process dies the
-//! N-th time it reaches POINT (`before-call`, `after-call`, `before-commit`, `after-commit`). A
-//! count rather than a probability, so that the harness chooses the moment from its own seed.
-//! The points cost one relaxed atomic load when unset.
-
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+//! Built only with the cargo feature `fault-injection`, which the lab turns on and the product
+//! leaves off: without it, [`reached`] is an empty inline function, the points cost nothing, and
+//! this crate has no `libc` and no `unsafe`. The points themselves (one call each in the engine's
+//! runtime and reply writer and in each store's write transaction) stay in the code either way.
+//!
+//! With the feature, it is inert unless `SHIFTBOSS_FAULT` is set when the process starts, as
+//! `POINT@N`: the process dies the N-th time it reaches POINT (`before-call`, `after-call`,
+//! `before-commit`, `after-commit`). A count rather than a probability, so that the harness
+//! chooses the moment from its own seed. The points cost one relaxed atomic load when unset.
 
 /// Where a process may be told to die.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +37,7 @@ impl FaultPoint {
         }
     }
 
-    fn parse(s: &str) -> Option<FaultPoint> {
+    pub fn parse(s: &str) -> Option<FaultPoint> {
         FaultPoint::ALL.into_iter().find(|p| p.as_str() == s)
     }
 }
@@ -43,39 +45,60 @@ impl FaultPoint {
 /// The environment variable read once at the first point reached.
 pub const FAULT_ENV: &str = "SHIFTBOSS_FAULT";
 
-struct Armed {
-    point: FaultPoint,
-    at: u64,
-    seen: AtomicU64,
-}
-
-fn armed() -> Option<&'static Armed> {
-    static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
-    ARMED
-        .get_or_init(|| {
-            let spec = std::env::var(FAULT_ENV).ok()?;
-            let (point, at) = parse_spec(&spec)?;
-            Some(Armed { point, at, seen: AtomicU64::new(0) })
-        })
-        .as_ref()
-}
+/// Whether this build can die at the points (the feature `fault-injection`): the harness refuses
+/// to run without it, since its armed workers would never die where it says.
+pub const ENABLED: bool = cfg!(feature = "fault-injection");
 
 /// `POINT@N`, N >= 1; anything else leaves the process unarmed (a typo must not kill production).
-fn parse_spec(spec: &str) -> Option<(FaultPoint, u64)> {
+pub fn parse_spec(spec: &str) -> Option<(FaultPoint, u64)> {
     let (point, at) = spec.split_once('@')?;
     let at: u64 = at.parse().ok().filter(|n| *n >= 1)?;
     Some((FaultPoint::parse(point)?, at))
 }
 
 /// Marks that the process reached `point`; dies here if it was told to.
+#[cfg(feature = "fault-injection")]
 pub fn reached(point: FaultPoint) {
-    let Some(a) = armed() else { return };
-    if a.point == point && a.seen.fetch_add(1, Ordering::SeqCst) + 1 == a.at {
-        // SIGKILL to ourselves: no destructor, no flush, no rollback by us; the kernel closes the
-        // sockets and files, as for a crash or `kill -9`.
-        // SAFETY: kill(2) with our own pid and a valid signal number has no memory effects.
-        unsafe {
-            libc::kill(libc::getpid(), libc::SIGKILL);
+    armed::reached(point);
+}
+
+/// Marks that the process reached `point`: nothing, in a build without `fault-injection`.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub fn reached(_point: FaultPoint) {}
+
+#[cfg(feature = "fault-injection")]
+mod armed {
+    use super::{FAULT_ENV, FaultPoint, parse_spec};
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    struct Armed {
+        point: FaultPoint,
+        at: u64,
+        seen: AtomicU64,
+    }
+
+    fn armed() -> Option<&'static Armed> {
+        static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
+        ARMED
+            .get_or_init(|| {
+                let spec = std::env::var(FAULT_ENV).ok()?;
+                let (point, at) = parse_spec(&spec)?;
+                Some(Armed { point, at, seen: AtomicU64::new(0) })
+            })
+            .as_ref()
+    }
+
+    pub fn reached(point: FaultPoint) {
+        let Some(a) = armed() else { return };
+        if a.point == point && a.seen.fetch_add(1, Ordering::SeqCst) + 1 == a.at {
+            // SIGKILL to ourselves: no destructor, no flush, no rollback by us; the kernel closes
+            // the sockets and files, as for a crash or `kill -9`.
+            // SAFETY: kill(2) with our own pid and a valid signal number has no memory effects.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
         }
     }
 }

@@ -1,17 +1,14 @@
 //! `shiftboss`: the command line of the shiftboss workflow engine.
-
-mod bench;
-mod chaos;
-mod commands;
-mod config;
-mod demo;
-mod target;
+//!
+//! The modules live in the library (`lib.rs`), which the lab reuses; the chaos harness and the
+//! benchmark drivers are the lab's binary, `shiftboss-lab`, not this one.
 
 use clap::{Parser, Subcommand};
-use config::FileConfig;
+use shiftboss::config::FileConfig;
+use shiftboss::target::{self, DbTarget};
+use shiftboss::{commands, demo};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use target::DbTarget;
 
 #[derive(Debug, Parser)]
 #[command(name = "shiftboss", version, about = "A durable workflow engine: every task seen through to the end.")]
@@ -31,12 +28,6 @@ enum Command {
     /// Run the order-processing demo: fake stock, payment and shipping services that fail on
     /// purpose, N orders through them, and a summary.
     Demo(demo::DemoArgs),
-    /// Benchmark workloads, one JSON line each (the harness is `bench/run`).
-    #[command(subcommand)]
-    Bench(bench::BenchCommand),
-    /// The fault-injection harness: real worker processes killed, paused and cut off from their
-    /// database while they run N orders; checks that nothing is lost, applied twice or applied late.
-    Chaos(chaos::ChaosArgs),
     /// Run the scheduler and supervisor roles (all or some) until stopped with Ctrl-C or SIGTERM.
     Serve(commands::serve::ServeArgs),
     /// Create the state store, or bring its schema to this build's version.
@@ -65,8 +56,6 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
     let db = DbTarget::parse(&db)?;
     match cli.command {
         Command::Demo(args) => demo::run(&db, args).await,
-        Command::Bench(c) => c.run(&db).await.map(|()| true),
-        Command::Chaos(args) => chaos::run(cli.db.as_deref(), args).await,
         Command::Serve(args) => args.run(&db, &file).await.map(|()| true),
         Command::Migrate => commands::migrate::run(&db).await.map(|()| true),
         Command::Workflows(c) => c.run(&db).await.map(|()| true),

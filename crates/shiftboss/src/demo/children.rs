@@ -6,7 +6,7 @@
 //! show a password.
 
 use super::DemoArgs;
-use super::services::FakeService;
+use crate::fake_services::FakeService;
 use crate::target::DbTarget;
 use anyhow::Context;
 use std::process::{Child, Command, Stdio};

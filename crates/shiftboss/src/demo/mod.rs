@@ -6,14 +6,13 @@
 //! it was: the orders are submitted under stable keys, so a rerun finds the same tasks.
 
 mod children;
-pub(crate) mod services;
 mod summary;
-pub(crate) mod workflow;
+pub mod workflow;
 
+use crate::fake_services::{self as services, FaultRates, Ledger, ledger};
 use crate::target::DbTarget;
 use anyhow::{Context, bail};
 use clap::Args;
-use services::{FaultRates, Ledger};
 use shiftboss_core::InstanceId;
 use shiftboss_engine::{Engine, EngineConfig, HttpAgent};
 use shiftboss_store::{Store, SubmitTask};
@@ -26,7 +25,8 @@ pub struct DemoArgs {
     /// How many orders to run.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     orders: u32,
-    /// Delete the database and the services' ledger first, to start over.
+    /// Delete the database and the services' ledger first, to start over (SQLite; on PostgreSQL,
+    /// a new schema starts over by itself).
     #[arg(long)]
     fresh: bool,
     /// Services that never fail (to measure the engine alone).
@@ -82,19 +82,10 @@ impl DemoArgs {
     }
 }
 
-/// The services' ledger lives beside a SQLite state store, as a remote service's own database
-/// would; with PostgreSQL, in the working directory.
-pub fn ledger_path(db: &DbTarget) -> PathBuf {
-    match db {
-        DbTarget::Sqlite(path) => path.with_extension("services.db"),
-        DbTarget::Postgres(_) => PathBuf::from("shiftboss.services.db"),
-    }
-}
-
 pub async fn run(db: &DbTarget, args: DemoArgs) -> anyhow::Result<bool> {
     let faults = args.faults()?;
     let instance = InstanceId::new(args.instance_id.clone())?;
-    let ledger_file = ledger_path(db);
+    let ledger_file = ledger::path_for(db)?;
     if args.fresh {
         let mut files = vec![ledger_file.clone()];
         match db {
@@ -112,6 +103,11 @@ pub async fn run(db: &DbTarget, args: DemoArgs) -> anyhow::Result<bool> {
     }
     let store = db.open(true).await?;
     let ledger = Arc::new(Ledger::open(&ledger_file)?);
+    // A store with no task starts over (a new file, a new schema): effects recorded for orders it
+    // no longer has are not this store's, and its orders will reuse their keys.
+    if store.task_counts().await?.iter().all(|(_, n)| *n == 0) {
+        ledger.start_over()?;
+    }
 
     let stock = services::start("stock", "out of stock", 0, faults, ledger.clone()).await?;
     let payment = services::start("payment", "card declined", 0, faults, ledger.clone()).await?;

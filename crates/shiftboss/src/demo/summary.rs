@@ -1,6 +1,6 @@
 //! The demo's closing report.
 
-use super::services::Ledger;
+use crate::fake_services::Ledger;
 use shiftboss_core::{StepState, TaskState};
 use shiftboss_engine::metrics::MetricsSnapshot;
 use shiftboss_store::Summary;

@@ -1,20 +1,23 @@
 //! The demo's remote services: stock, payment and shipping. Real HTTP servers on loopback that
 //! misbehave on purpose at configurable rates, and that keep every effect they apply, by
-//! idempotency key, in a SQLite file of their own, as a real service keeps its own database.
+//! idempotency key, in a ledger of their own (`ledger.rs`), as a real service keeps its own
+//! database. `shiftboss demo` runs them, and so does the chaos harness of `shiftboss-lab`.
 //!
 //! A request whose key was seen before gets the first answer again and applies nothing (the
 //! service honours idempotency keys). An effect applied twice for one order under two different
 //! keys would mean the engine lost track of a step: the summary counts those, and they must be 0.
+
+pub mod ledger;
+
+pub use ledger::Ledger;
 
 use anyhow::Context;
 use axum::Router;
 use axum::extract::{Path as AxumPath, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often each kind of fault happens, per request.
@@ -33,107 +36,6 @@ pub struct FaultRates {
 impl FaultRates {
     pub fn none() -> Self {
         FaultRates { transient: 0.0, hang: 0.0, reject: 0.0, hang_for: Duration::ZERO }
-    }
-}
-
-/// The three services' shared ledger of effects.
-pub struct Ledger {
-    conn: Mutex<Connection>,
-}
-
-impl Ledger {
-    pub fn open(path: &Path) -> anyhow::Result<Ledger> {
-        let conn =
-            Connection::open(path).with_context(|| format!("opening the demo services' ledger {}", path.display()))?;
-        conn.busy_timeout(Duration::from_secs(10))?;
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
-             CREATE TABLE IF NOT EXISTS effects_by_action (
-                 service TEXT NOT NULL, action TEXT NOT NULL, idempotency_key TEXT NOT NULL,
-                 order_id TEXT NOT NULL, response TEXT NOT NULL, applied_at INTEGER NOT NULL,
-                 PRIMARY KEY (service, idempotency_key));
-             CREATE TABLE IF NOT EXISTS duplicates (service TEXT PRIMARY KEY, dropped INTEGER NOT NULL);",
-        )
-        .with_context(|| format!("{} is not a demo ledger", path.display()))?;
-        Ok(Ledger { conn: Mutex::new(conn) })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The answer given before for this key, if any; counts the duplicate request.
-    fn replay(&self, service: &str, key: &str) -> rusqlite::Result<Option<String>> {
-        let c = self.lock();
-        let prior: Option<String> = c
-            .query_row(
-                "SELECT response FROM effects_by_action WHERE service = ?1 AND idempotency_key = ?2",
-                [service, key],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if prior.is_some() {
-            c.execute(
-                "INSERT INTO duplicates (service, dropped) VALUES (?1, 1)
-                 ON CONFLICT (service) DO UPDATE SET dropped = dropped + 1",
-                [service],
-            )?;
-        }
-        Ok(prior)
-    }
-
-    /// Applies an effect once per key; returns the answer to give (the first one, if it raced).
-    fn apply(
-        &self,
-        service: &str,
-        action: &str,
-        key: &str,
-        order_id: &str,
-        response: &str,
-    ) -> rusqlite::Result<String> {
-        let c = self.lock();
-        let now =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        c.execute(
-            "INSERT OR IGNORE INTO effects_by_action (service, action, idempotency_key, order_id, response, applied_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![service, action, key, order_id, response, now],
-        )?;
-        c.query_row(
-            "SELECT response FROM effects_by_action WHERE service = ?1 AND idempotency_key = ?2",
-            [service, key],
-            |r| r.get(0),
-        )
-    }
-
-    /// Orders whose effect a service applied more than once (under different keys), by service
-    /// and action (`payment/refund`).
-    pub fn applied_twice(&self) -> rusqlite::Result<Vec<(String, u64)>> {
-        let c = self.lock();
-        let mut st = c.prepare(
-            "SELECT service || '/' || action, count(*) FROM (
-                 SELECT service, action, order_id FROM effects_by_action
-                 GROUP BY service, action, order_id HAVING count(*) > 1)
-             GROUP BY service, action",
-        )?;
-        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
-        rows.collect()
-    }
-
-    /// Effects applied of one action (`refund`), counted once per order.
-    pub fn orders_with(&self, action: &str) -> rusqlite::Result<u64> {
-        self.lock()
-            .query_row("SELECT count(DISTINCT order_id) FROM effects_by_action WHERE action = ?1", [action], |r| {
-                r.get::<_, i64>(0)
-            })
-            .map(|n| n as u64)
-    }
-
-    /// Repeated requests each service dropped because it had seen their key.
-    pub fn duplicates_dropped(&self) -> rusqlite::Result<u64> {
-        self.lock()
-            .query_row("SELECT coalesce(sum(dropped), 0) FROM duplicates", [], |r| r.get::<_, i64>(0))
-            .map(|n| n as u64)
     }
 }
 

@@ -3,9 +3,9 @@
 //! so the figure carries no interpreter overhead. `--db` names a scratch file; it is overwritten.
 
 use super::{BenchError, stats::round3};
-use crate::target::DbTarget;
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
+use shiftboss::target::DbTarget;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -1,7 +1,8 @@
 //! Pickup latency: the time from a submission's commit to its agent's call arriving at the remote
 //! service, with the scheduler in another process (`shiftboss serve`) on an idle system.
 //!
-//! cargo run --release -p shiftboss --example pickup -- DB_URL [COUNT] [INTERVAL_MS]
+//! cargo build --release -p shiftboss    # the serve process is the product's binary, built first
+//! cargo run --release -p shiftboss-lab --example pickup -- DB_URL [COUNT] [INTERVAL_MS]
 //! DB_URL is `sqlite:PATH` or `postgres://...?schema=NAME` (a fresh schema: it is dropped by no one).
 //! Prints p50, p99 and max. Both ends are timed on this process's clock.
 
@@ -56,7 +57,9 @@ async fn main() -> anyhow::Result<()> {
     )?;
     store.register_workflow(&wf).await?;
 
+    // target/<profile>/examples/pickup -> target/<profile>/shiftboss
     let exe = std::env::current_exe()?.parent().unwrap().parent().unwrap().join("shiftboss");
+    anyhow::ensure!(exe.exists(), "{} is missing: build it first (cargo build -p shiftboss)", exe.display());
     let mut serve = Command::new(exe)
         .env("SHIFTBOSS_DB", &url)
         .args(["serve", "--instance-id", "pickup-bench", "--roles", "scheduler", "--stop-when-stdin-closes"])

@@ -102,7 +102,7 @@ impl Report {
         let points: Vec<String> = i.deaths_at.iter().map(|(p, n)| format!("{p} {n}")).collect();
         let states: Vec<String> = self.by_state.iter().map(|(s, n)| format!("{s} {n}")).collect();
         println!(
-            "shiftboss chaos: summary (seed {}, {} worker process(es) on {})",
+            "shiftboss-lab chaos: summary (seed {}, {} worker process(es) on {})",
             self.seed, self.workers, self.store
         );
         println!(

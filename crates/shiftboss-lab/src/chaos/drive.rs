@@ -71,7 +71,7 @@ pub async fn drive(d: &mut Driving<'_>) -> anyhow::Result<Duration> {
             }
         }
         if now >= deadline {
-            eprintln!("shiftboss chaos: --timeout {:?} passed with tasks still live", d.args.timeout);
+            eprintln!("shiftboss-lab chaos: --timeout {:?} passed with tasks still live", d.args.timeout);
             return Ok(faults_stopped.unwrap_or(now) - d.started);
         }
     }
@@ -146,12 +146,12 @@ async fn inject(d: &mut Driving<'_>, fault: Fault) -> anyhow::Result<()> {
                     d.injected.connection_terminations += 1;
                     d.injected.connections_terminated += n;
                 }
-                Err(e) => eprintln!("shiftboss chaos: pg_terminate_backend failed: {e:#}"),
+                Err(e) => eprintln!("shiftboss-lab chaos: pg_terminate_backend failed: {e:#}"),
             }
         }
         Fault::RestartPostgres => {
             let pg = d.pg.clone().context("restarting PostgreSQL needs PostgreSQL")?;
-            eprintln!("shiftboss chaos: restarting PostgreSQL");
+            eprintln!("shiftboss-lab chaos: restarting PostgreSQL");
             tokio::task::spawn_blocking(move || pg.restart()).await??;
             d.injected.postgres_restarts += 1;
         }

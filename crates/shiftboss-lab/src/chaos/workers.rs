@@ -1,4 +1,5 @@
-//! The harness's `shiftboss serve` processes: started, killed with SIGKILL, stopped with SIGSTOP
+//! The harness's worker processes (`shiftboss-lab worker`: the product's `serve`, in this build
+//! that can die at the injected points): started, killed with SIGKILL, stopped with SIGSTOP
 //! and continued, restarted under the same instance id (so that a restarted scheduler takes back
 //! what it held), and stopped cleanly at the end.
 //!
@@ -89,7 +90,7 @@ impl Worker {
         cmd.env("SHIFTBOSS_DB", &r.db)
             .env_remove("SHIFTBOSS_CONFIG")
             .env_remove(FAULT_ENV)
-            .args(["serve", "--stop-when-stdin-closes", "--instance-id", &self.instance])
+            .args(["worker", "--stop-when-stdin-closes", "--instance-id", &self.instance])
             .args(["--concurrency", &r.concurrency.to_string(), "--poll-interval", "100ms"])
             // A short sweep period and leader lease, so that lapsed leases and lost leaders are
             // found within a second or two of the fault.
@@ -111,7 +112,7 @@ impl Worker {
                 .env("FAKETIME", if odd { "+10m" } else { "-10m" })
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
-        self.child = Some(cmd.spawn().context("starting a shiftboss serve worker")?);
+        self.child = Some(cmd.spawn().context("starting a shiftboss-lab worker")?);
         self.armed = fault.map(|(p, _)| p);
         self.life = Life::Running;
         self.starts += 1;
@@ -161,7 +162,7 @@ impl Worker {
         match (status.signal(), self.armed) {
             (Some(libc::SIGKILL), Some(point)) => Death::AtPoint(point),
             (Some(sig), _) => Death::Unexpected(128 + sig),
-            // `shiftboss` exits 2 after printing an error; a panic exits 101.
+            // `shiftboss-lab` (as `shiftboss`) exits 2 after printing an error; a panic exits 101.
             (None, _) if status.code() == Some(2) && self.started_at.elapsed() < Duration::from_secs(15) => {
                 Death::StartFailed
             }

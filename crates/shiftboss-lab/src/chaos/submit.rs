@@ -2,8 +2,8 @@
 //! most from this process, every tenth by a process of its own that may be killed mid-submit.
 
 use super::process_submit::{self, ProcessFigures, ProcessSubmitter};
-use crate::demo::workflow;
 use anyhow::Context;
+use shiftboss::demo::workflow;
 use shiftboss_core::TaskId;
 use shiftboss_store::{Store, SubmitTask};
 use std::sync::Arc;

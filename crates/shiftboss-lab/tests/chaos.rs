@@ -1,5 +1,7 @@
-//! `shiftboss chaos`, short: the harness run on a SQLite file and on PostgreSQL must pass its own
-//! checks with faults really injected; and the fault points really kill a process where they say.
+//! `shiftboss-lab chaos`, short: the harness run on a SQLite file and on PostgreSQL must pass its
+//! own checks with faults really injected; and the fault points really kill a lab worker where they
+//! say (the product binary, built without crash injection, has no such points: see
+//! `crates/shiftboss/tests/no_lab.rs`).
 
 mod common;
 
@@ -65,14 +67,12 @@ async fn chaos_on_postgresql_passes_with_three_workers_and_forced_leader_changes
 fn a_process_armed_with_a_fault_point_kills_itself_there() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("armed.db");
-    let migrate = common::bin().arg("--db").arg(&db).arg("migrate").output().unwrap();
-    assert!(migrate.status.success(), "{}", text(&migrate));
-    // The first write transaction of serve (taking back its claims, its heartbeat) reaches
-    // before-commit at once.
+    // The first write transaction of a worker (creating the store, taking back its claims, its
+    // heartbeat) reaches before-commit at once.
     let mut child = common::bin()
         .arg("--db")
         .arg(&db)
-        .args(["serve", "--instance-id", "armed"])
+        .args(["worker", "--instance-id", "armed"])
         .env("SHIFTBOSS_FAULT", "before-commit@1")
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -84,7 +84,7 @@ fn a_process_armed_with_a_fault_point_kills_itself_there() {
         }
         if std::time::Instant::now() > deadline {
             let _ = child.kill();
-            panic!("an armed serve process did not die at its fault point");
+            panic!("an armed worker did not die at its fault point");
         }
         std::thread::sleep(Duration::from_millis(20));
     };

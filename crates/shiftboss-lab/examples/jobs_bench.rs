@@ -2,8 +2,8 @@
 //! with an empty history and with `--history` finished jobs in it (it must not grow).
 //!
 //! ```sh
-//! cargo run --release -p shiftboss --example jobs_bench -- --jobs 20000 --history 1000000
-//! cargo run --release -p shiftboss --example jobs_bench -- --pg postgres://postgres@127.0.0.1:5432/test
+//! cargo run --release -p shiftboss-lab --example jobs_bench -- --jobs 20000 --history 1000000
+//! cargo run --release -p shiftboss-lab --example jobs_bench -- --pg postgres://postgres@127.0.0.1:5432/test
 //! ```
 //!
 //! SQLite runs on a new file in a temporary directory (synchronous FULL, the store's default);

@@ -8,9 +8,9 @@
 //! submits the one-step bench workflow instead (the same claim path, a heavier submit).
 
 use super::{BenchError, enqueue, noop, stats, store_name};
-use crate::target::DbTarget;
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
+use shiftboss::target::DbTarget;
 use shiftboss_engine::{ClientConfig, JobClient, JobOptions};
 use std::time::{Duration, Instant};
 

@@ -5,9 +5,9 @@
 //! run the step again. The figure is the time from complete-by to the handler's next start.
 
 use super::{BenchError, noop, stats, store_name};
-use crate::target::DbTarget;
 use clap::Args;
 use serde_json::{Value, json};
+use shiftboss::target::DbTarget;
 use shiftboss_core::InstanceId;
 use shiftboss_engine::{Agent, AgentCall, AgentError, Engine, EngineConfig, Roles};
 use std::io::{BufRead, BufReader, Write};

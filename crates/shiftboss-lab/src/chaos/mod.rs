@@ -1,4 +1,5 @@
-//! `shiftboss chaos`: the fault-injection harness. Real `shiftboss serve` processes (several on
+//! `shiftboss-lab chaos`: the fault-injection harness. Real worker processes (`shiftboss-lab
+//! worker`: the product's `serve`, in this build that can die at the injected points; several on
 //! one PostgreSQL, or one on a SQLite file) run N orders of the demo's workflow against the demo's
 //! fake services, whose ledger records every effect by idempotency key. While they run, the
 //! harness kills them with SIGKILL (at random moments, and at exact points through
@@ -30,7 +31,7 @@ pub struct ChaosArgs {
     /// How many orders to run.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     tasks: u32,
-    /// Worker processes (`shiftboss serve`, each a scheduler and a supervisor). Default: 3 on
+    /// Worker processes (`shiftboss-lab worker`, each a scheduler and a supervisor). Default: 3 on
     /// PostgreSQL, 1 on SQLite.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16))]
     processes: Option<u32>,

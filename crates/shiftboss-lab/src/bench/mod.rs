@@ -1,4 +1,4 @@
-//! `shiftboss bench WORKLOAD`: the engine-side drivers of the benchmark harness (`bench/run`).
+//! `shiftboss-lab bench WORKLOAD`: the engine-side drivers of the benchmark harness (`bench/run`).
 //!
 //! Each workload runs against the store `--db` names, through the engine's and the store's real
 //! paths, and prints one JSON line on stdout for the orchestrator; progress goes to stderr.
@@ -15,9 +15,9 @@ mod recovery;
 mod sqlite_commits;
 mod stats;
 
-use crate::target::DbTarget;
 use clap::Subcommand;
 pub use error::BenchError;
+use shiftboss::target::DbTarget;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {

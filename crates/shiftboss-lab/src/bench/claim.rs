@@ -9,10 +9,10 @@
 //! runs at one level spread by a third on this shared machine: more than the ±10% to be shown.
 
 use super::{noop, stats, store_name};
-use crate::target::DbTarget;
 use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::{Value, json};
+use shiftboss::target::DbTarget;
 use shiftboss_core::InstanceId;
 use shiftboss_core::retry::RetryPolicies;
 use shiftboss_store::{

@@ -1,8 +1,9 @@
 //! Submissions by processes that are themselves killed: every tenth order is submitted by its own
-//! `shiftboss tasks start` process, and about a third of those processes get SIGKILL at a moment
-//! drawn across a typical process's life, so that some die before their commit and some after. A submission counts as acknowledged only when
-//! the process printed its task and exited 0; a killed one is submitted again under the same key
-//! (idempotent), and the answer "already existed" then shows that the killed process had committed.
+//! `shiftboss-lab tasks start` process (the product's `tasks start`), and about a third of those
+//! processes get SIGKILL at a moment drawn across a typical process's life, so that some die
+//! before their commit and some after. A submission counts as acknowledged only when the process
+//! printed its task and exited 0; a killed one is submitted again under the same key (idempotent),
+//! and the answer "already existed" then shows that the killed process had committed.
 
 use anyhow::{Context, bail};
 use shiftboss_core::TaskId;
@@ -36,7 +37,7 @@ pub fn by_process(order: u32) -> bool {
     order.is_multiple_of(10)
 }
 
-/// Submits each order (number, key, input as JSON) through `shiftboss tasks start`; blocking.
+/// Submits each order (number, key, input as JSON) through `shiftboss-lab tasks start`; blocking.
 pub fn submit(
     s: &ProcessSubmitter,
     orders: &[(String, String)],

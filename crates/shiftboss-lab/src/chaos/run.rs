@@ -9,10 +9,10 @@ use super::report::{Injected, Report};
 use super::setup::setup;
 use super::submit::submit_all;
 use super::workers::{Death, Recipe, Worker};
-use crate::demo::services::{self, FaultRates, Ledger};
-use crate::demo::workflow;
-use crate::target::DbTarget;
 use anyhow::{Context, bail};
+use shiftboss::demo::workflow;
+use shiftboss::fake_services::{self as services, FaultRates, Ledger, ledger};
+use shiftboss::target::DbTarget;
 use shiftboss_core::TaskId;
 use shiftboss_store::{Store, TaskDetail};
 use std::collections::BTreeMap;
@@ -21,6 +21,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool> {
+    if !shiftboss_store::fault::ENABLED {
+        bail!(
+            "this shiftboss-lab was built without its feature fault-injection, so its workers cannot die at the \
+             injected points: build it with its default features"
+        );
+    }
     let seed = args.seed.unwrap_or_else(|| fastrand::u64(..));
     let mut rng = fastrand::Rng::with_seed(seed);
     let workdir = args
@@ -46,13 +52,17 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
     store.register_workflow(&def).await?;
 
     // The services live in this process, so they and their ledger outlive every worker's death.
-    let ledger = Arc::new(Ledger::open(&workdir.join("services.db"))?);
+    // The ledger is the demo's, named after this run's store, in the work directory; the store
+    // holds no task (checked above), so whatever a reused work directory's ledger holds is not
+    // this store's and is forgotten.
+    let ledger = Arc::new(Ledger::open(&workdir.join(ledger::file_name(&s.target)?))?);
+    ledger.start_over()?;
     let rates = FaultRates { transient: 0.05, hang: 0.01, reject: 0.01, hang_for: Duration::from_secs(3) };
     let stock = services::start("stock", "out of stock", 0, rates, ledger.clone()).await?;
     let payment = services::start("payment", "card declined", 0, rates, ledger.clone()).await?;
     let shipping = services::start("shipping", "address not deliverable", 0, rates, ledger.clone()).await?;
     let recipe = Recipe {
-        exe: std::env::current_exe().context("finding the shiftboss executable")?,
+        exe: std::env::current_exe().context("finding the shiftboss-lab executable")?,
         db: s.worker_db.clone(),
         agents: vec![
             format!("stock={}", stock.base_url),
@@ -70,7 +80,7 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
     }
     let menu = Menu { postgres: s.pg.is_some(), restart_postgres: args.restart_postgres, workers: processes };
     eprintln!(
-        "shiftboss chaos: {} orders, {processes} worker(s){} on {}, seed {seed}, work directory {}",
+        "shiftboss-lab chaos: {} orders, {processes} worker(s){} on {}, seed {seed}, work directory {}",
         args.tasks,
         if recipe.faketime.is_some() { " with wall clocks 10 minutes ahead or behind" } else { "" },
         s.target,
@@ -163,7 +173,7 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
         std::fs::remove_dir_all(&workdir).with_context(|| format!("removing {}", workdir.display()))?;
     } else {
         eprintln!(
-            "shiftboss chaos: kept the work directory {} (workers' logs, ledger) and the store",
+            "shiftboss-lab chaos: kept the work directory {} (workers' logs, ledger) and the store",
             workdir.display()
         );
     }

@@ -5,10 +5,10 @@
 //! measures that too.)
 
 use super::{BenchError, enqueue, noop, stats::round3, store_name};
-use crate::demo::workflow::{order_input, order_workflow};
-use crate::target::DbTarget;
 use clap::Args;
 use serde_json::{Value, json};
+use shiftboss::demo::workflow::{order_input, order_workflow};
+use shiftboss::target::DbTarget;
 use shiftboss_store::SubmitTask;
 use std::time::{Duration, Instant};
 

@@ -3,8 +3,8 @@
 
 use super::ChaosArgs;
 use super::faults::Postgres;
-use crate::target::DbTarget;
 use anyhow::bail;
+use shiftboss::target::DbTarget;
 use std::path::Path;
 use std::sync::Arc;
 

@@ -4,9 +4,9 @@
 //! reply's transaction commits).
 
 use super::{BenchError, noop, stats::round3, store_name};
-use crate::target::DbTarget;
 use clap::Args;
 use serde_json::{Value, json};
+use shiftboss::target::DbTarget;
 use shiftboss_core::TaskState;
 use shiftboss_engine::JobOptions;
 use std::time::{Duration, Instant};

@@ -2,8 +2,8 @@
 //! `submit_task_in`, many submissions per transaction, because the workloads time the drain, not
 //! the enqueue. (The throughput workload enqueues real retry jobs through the engine instead.)
 
-use crate::target::{DbTarget, split_schema};
 use anyhow::Context;
+use shiftboss::target::{DbTarget, split_schema};
 use shiftboss_store::{Store, SubmitTask};
 
 /// Submissions per transaction.

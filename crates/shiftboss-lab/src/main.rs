@@ -1,0 +1,87 @@
+//! `shiftboss-lab`: the lab, apart from the product. The chaos harness and the benchmark drivers,
+//! and the worker processes the harness starts and kills. Built with crash injection
+//! (`shiftboss-store`'s feature `fault-injection`, on by default here), which the product binary
+//! `shiftboss` never carries. It reuses the product's library (the demo's workflow and fake
+//! services, the store target, `serve`); nothing depends on it.
+
+mod bench;
+mod chaos;
+
+use clap::{Parser, Subcommand};
+use shiftboss::commands::serve::ServeArgs;
+use shiftboss::commands::tasks::TasksCommand;
+use shiftboss::config::FileConfig;
+use shiftboss::target::{self, DbTarget};
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "shiftboss-lab",
+    version,
+    about = "The shiftboss lab: the fault-injection harness and the benchmark drivers (not for production)."
+)]
+struct Cli {
+    /// The state store: a SQLite file (PATH or sqlite:PATH), or postgres://... [default: bench
+    /// and worker ./shiftboss.db; chaos a new file in its work directory]
+    #[arg(long, global = true, env = "SHIFTBOSS_DB")]
+    db: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The fault-injection harness: real worker processes killed, paused and cut off from their
+    /// database while they run N orders; checks that nothing is lost, applied twice or applied late.
+    Chaos(chaos::ChaosArgs),
+    /// Benchmark workloads, one JSON line each (the harness is `bench/run`).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+    /// The product's `shiftboss serve`, in this build: a chaos worker that can die at the point
+    /// `SHIFTBOSS_FAULT=POINT@N` names. Takes serve's flags; no config file.
+    Worker(ServeArgs),
+    /// Internal: the product's `shiftboss tasks`, for the harness's submitting processes.
+    #[command(subcommand, hide = true)]
+    Tasks(TasksCommand),
+}
+
+async fn run(cli: Cli) -> anyhow::Result<bool> {
+    let db = || DbTarget::parse(cli.db.as_deref().unwrap_or(target::DEFAULT_DB));
+    match cli.command {
+        Command::Chaos(args) => chaos::run(cli.db.as_deref(), args).await,
+        Command::Bench(c) => c.run(&db()?).await.map(|()| true),
+        Command::Worker(args) => {
+            // Only the environment, as the product reads it with no --config: the harness starts
+            // its workers with SHIFTBOSS_CONFIG removed.
+            let mut file = FileConfig::default();
+            file.apply_env()?;
+            args.run(&db()?, &file).await.map(|()| true)
+        }
+        Command::Tasks(c) => c.run(&db()?).await.map(|()| true),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SHIFTBOSS_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // The exit codes are the product's: the harness tells a worker that could not start (2) from
+    // one that crashed.
+    match runtime.block_on(run(cli)) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! The `shiftboss` command line as a library: what the binary (`main.rs`) runs, and what the lab
+//! (`crates/shiftboss-lab`: the chaos harness and the benchmark drivers) reuses of it: the demo's
+//! workflow and fake services, the store target parsing, and `serve`'s entry for its worker
+//! processes. Nothing here depends on the lab.
+
+pub mod commands;
+pub mod config;
+pub mod demo;
+pub mod fake_services;
+pub mod target;
