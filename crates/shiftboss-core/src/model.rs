@@ -66,7 +66,7 @@ pub struct StepRecord {
     pub priority: i32,
     /// The task's load-balance bucket.
     pub bucket: u16,
-    /// Lease expiries and restarts counted against the retry policy (P13's FailureCount).
+    /// Lease expiries, restarts and failed attempts counted against the retry policy (P13's FailureCount).
     pub failure_count: u32,
     /// Claims so far.
     pub attempts: u32,

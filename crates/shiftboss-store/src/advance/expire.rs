@@ -28,7 +28,7 @@ pub struct HeldStep {
     pub lease_token: i64,
     /// Its holder, named in the events.
     pub locked_by: Option<String>,
-    /// The step's own retry policy, when its definition gave one.
+    /// The retry policy on the step's row (its own, its workflow's or a job's), if any.
     pub retry: Option<RetryPolicy>,
     /// Its timeout policy: on an expiry, `alert_only` keeps the step with its holder, `fail_task` gives up.
     pub on_timeout: OnTimeout,
