@@ -8,7 +8,9 @@ use std::time::Duration;
 /// all of them at once.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backoff {
+    /// The ceiling of the first wait; it doubles with each further failed attempt.
     pub base: Duration,
+    /// The highest ceiling, however many attempts failed.
     pub cap: Duration,
 }
 

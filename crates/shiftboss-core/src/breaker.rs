@@ -22,10 +22,14 @@ impl Default for BreakerConfig {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BreakerState {
+    /// Calls go through.
     Closed {
+        /// Transient failures in a row so far; reaching the threshold opens the breaker.
         failures: u32,
     },
+    /// Calls fail fast; the first caller at or after `until` is let through as the probe.
     Open {
+        /// When a probe may go.
         until: Timestamp,
     },
     /// One probe is out; other calls wait until it reports.
@@ -40,7 +44,10 @@ pub enum Admission {
     /// Call the service as the probe; report the result.
     Probe,
     /// Do not call; try again at this time at the earliest.
-    Wait { until: Timestamp },
+    Wait {
+        /// When to ask again.
+        until: Timestamp,
+    },
 }
 
 #[derive(Debug, Clone)]

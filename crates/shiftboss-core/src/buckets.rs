@@ -22,7 +22,9 @@ pub fn bucket_of(key: &str) -> u16 {
 /// A live scheduler and its weight (its share of the machine power; at least 1).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
+    /// The scheduler's instance id; shares are laid out in the order of these ids.
     pub instance: String,
+    /// Its share of the machine power; 0 counts as 1.
     pub weight: u32,
 }
 

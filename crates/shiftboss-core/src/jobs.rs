@@ -44,6 +44,7 @@ pub enum JobState {
     Pending,
     /// A server is running it now.
     Running,
+    /// The handler succeeded: its task completed.
     Succeeded,
     /// The retry policy ran out (or the handler's failure was final): for a person to handle.
     GivenUp,
@@ -110,22 +111,29 @@ pub enum Balance {
     RoundRobin,
     /// Each group of buckets (the buckets a server owns) gets jobs in proportion to its weight
     /// (its share of the machine power), buckets within a group in turn.
-    Weighted { shares: Vec<Share> },
+    Weighted {
+        /// The groups; those with a weight of 0 or no bucket are passed over.
+        shares: Vec<Share>,
+    },
 }
 
 /// A group of buckets and its weight, for [`Balance::Weighted`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Share {
+    /// The buckets of the group (each below 256).
     pub buckets: Vec<u16>,
+    /// The group's share of the jobs; a group of weight 0 gets none.
     pub weight: u32,
 }
 
 /// A balance strategy that cannot pick a bucket.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidBalance {
+    /// No share has both a weight above 0 and a bucket.
     #[error("a weighted balance needs at least one share with a weight above 0 and at least one bucket")]
     NoShares,
+    /// A share names a bucket of 256 or more.
     #[error("bucket {0} is out of range: buckets are 0 to {max}", max = BUCKETS - 1)]
     BucketOutOfRange(u16),
 }

@@ -13,37 +13,49 @@ pub enum RetryPolicy {
     /// Wait `intervals[n-1]` after the n-th failure; give up after the last interval is used,
     /// or earlier when `max_failures` is reached.
     Intervals {
+        /// The wait after each failure in turn: the first after the first failure, and so on.
         #[serde(with = "serde_duration::vec")]
         intervals: Vec<Duration>,
+        /// The failure at which to give up, if before the list runs out.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_failures: Option<u32>,
     },
     /// Wait the same `delay` after every failure; give up at `max_failures` (Conductor's FIXED).
     Fixed {
+        /// The wait after every failure.
         #[serde(with = "serde_duration")]
         delay: Duration,
+        /// The failure at which to give up (at least 1).
         max_failures: u32,
     },
     /// Wait `base * n` after the n-th failure, at most `cap`; give up at `max_failures`
     /// (Conductor's LINEAR_BACKOFF).
     Linear {
+        /// The wait after the first failure, added again after each one.
         #[serde(with = "serde_duration")]
         base: Duration,
+        /// The longest wait.
         #[serde(with = "serde_duration")]
         cap: Duration,
+        /// The failure at which to give up (at least 1).
         max_failures: u32,
     },
     /// Wait `base * factor^(n-1)`, at most `cap`, spread by `jitter` (0.0 to 1.0, the share of
     /// the delay that is random); give up at `max_failures`.
     Exponential {
+        /// The wait after the first failure.
         #[serde(with = "serde_duration")]
         base: Duration,
+        /// What each wait is multiplied by (at least 1.0; 2.0 when absent).
         #[serde(default = "default_factor")]
         factor: f64,
+        /// The longest wait, before jitter.
         #[serde(with = "serde_duration")]
         cap: Duration,
+        /// The share of the wait taken off at random (0.0 to 1.0; 0.0 when absent).
         #[serde(default)]
         jitter: f64,
+        /// The failure at which to give up (at least 1).
         max_failures: u32,
     },
 }
@@ -64,14 +76,19 @@ pub enum RetryDecision {
 /// A policy that makes no sense.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidPolicy {
+    /// An interval list with no interval.
     #[error("an interval list needs at least one interval")]
     NoIntervals,
+    /// A `max_failures` of 0: failures are counted from 1.
     #[error("max_failures must be at least 1")]
     ZeroMaxFailures,
+    /// A factor below 1.0, or not a finite number.
     #[error("factor must be a finite number of at least 1.0")]
     BadFactor,
+    /// A jitter outside 0.0 to 1.0.
     #[error("jitter must be between 0.0 and 1.0")]
     BadJitter,
+    /// A cap smaller than the base wait.
     #[error("cap must not be smaller than base")]
     CapBelowBase,
 }
@@ -171,8 +188,10 @@ impl RetryPolicy {
 /// A step's own policy, when its definition has one, comes before both.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RetryPolicies {
+    /// The policy of every agent not in `per_agent` (M6's interval list when absent).
     #[serde(default)]
     pub default: RetryPolicy,
+    /// Policies by agent name, for steps whose row carries no policy of its own.
     #[serde(default)]
     pub per_agent: BTreeMap<String, RetryPolicy>,
 }

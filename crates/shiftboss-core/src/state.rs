@@ -45,10 +45,16 @@ pub enum StepEvent {
     PermanentError,
     /// The lease lapsed (the supervisor found complete-by passed) or its holder restarted;
     /// `give_up` is true when the failure count reached the retry policy's threshold.
-    Expire { give_up: bool },
+    Expire {
+        /// True when the step goes to Error rather than back to Pending.
+        give_up: bool,
+    },
     /// The agent replied that this attempt failed (a retry job's handler failure, M5); `give_up`
     /// is true when the retry policy has no try left.
-    Fail { give_up: bool },
+    Fail {
+        /// True when the step goes to Error rather than back to Pending.
+        give_up: bool,
+    },
     /// An operator sends a failed step back to run again.
     Resubmit,
     /// The step's task is cancelled.
@@ -59,7 +65,9 @@ pub enum StepEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("a step in state {from} cannot take {event:?}")]
 pub struct InvalidTransition {
+    /// The state the step was in.
     pub from: StepState,
+    /// What was asked of it.
     pub event: StepEvent,
 }
 

@@ -7,7 +7,9 @@ use std::time::Duration;
 /// Which roles this process runs. Any number of processes may run any mix against one store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Roles {
+    /// Claim due steps and run them through their agents.
     pub scheduler: bool,
+    /// Stand for the leader lease; as leader, sweep lapsed leases, reconcile and archive.
     pub supervisor: bool,
 }
 
@@ -38,7 +40,10 @@ pub enum BucketPolicy {
     List(Vec<u16>),
     /// A share among the live schedulers, by weight, recomputed at every heartbeat, so the
     /// buckets of a scheduler that dies are taken over once its heartbeat lapses.
-    Share { weight: u32 },
+    Share {
+        /// This scheduler's share of the machine power; 0 counts as 1.
+        weight: u32,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -56,9 +61,11 @@ pub struct SchedulerConfig {
     pub idle_poll: Duration,
     /// How long after start the first poll waits (M7), after the restart release.
     pub first_delay: Duration,
+    /// Whether `poll_interval` is counted from the end of a poll or from its start.
     pub poll_mode: PollMode,
     /// The agent types this instance serves; `None` serves every agent it has (M4).
     pub agents: Option<Vec<String>>,
+    /// Which load-balance buckets it claims from.
     pub buckets: BucketPolicy,
     /// The isolation domains this instance serves, besides steps with no domain.
     pub domains: Vec<String>,
@@ -74,6 +81,7 @@ pub struct SchedulerConfig {
     pub reply_writers: usize,
     /// Backoff between tries of a remote call within one claim.
     pub backoff: Backoff,
+    /// When a service's circuit breaker opens, and for how long (one breaker per service).
     pub breaker: BreakerConfig,
     /// How long a shutdown waits for running steps before it leaves them to be released at the next start.
     pub shutdown_grace: Duration,
@@ -132,6 +140,7 @@ pub struct SupervisorConfig {
     pub reconcile_interval: Duration,
     /// A live task with nothing live that has not changed for this long is decided again.
     pub stale_after: Duration,
+    /// The archiver's settings.
     pub archive: ArchiveConfig,
 }
 
@@ -139,6 +148,7 @@ pub struct SupervisorConfig {
 /// hot tables for history, so that claims and sweeps stay fast however long the system runs.
 #[derive(Debug, Clone)]
 pub struct ArchiveConfig {
+    /// Whether the leader runs the archiver at all.
     pub enabled: bool,
     /// How often it looks.
     pub interval: Duration,
@@ -178,8 +188,11 @@ impl Default for SupervisorConfig {
 
 #[derive(Debug, Clone, Default)]
 pub struct EngineConfig {
+    /// Which roles this process runs.
     pub roles: Roles,
+    /// The scheduler's settings, used when it runs the scheduler.
     pub scheduler: SchedulerConfig,
+    /// The supervisor's settings, used when it runs the supervisor.
     pub supervisor: SupervisorConfig,
 }
 

@@ -13,20 +13,33 @@ use shiftboss_core::{StepState, TaskId, TaskState, Timestamp};
 /// The fields of a new step row, besides its task, name, state and bucket.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepRow {
+    /// The agent that runs it; empty for a control step.
     pub agent: String,
     /// When it may be claimed; for a wait, when it ends (a wait for a signal never does by time).
     pub due_at: i64,
+    /// Its task's priority plus the step's own: higher is claimed first.
     pub priority: i32,
+    /// The step's input, as JSON text.
     pub input: String,
+    /// What a step done at once records (a switch's case, a loop's pass), as JSON text.
     pub output: Option<String>,
+    /// A fresh UUID, sent to the remote service on every attempt (P4).
     pub idempotency_key: String,
+    /// The complete-by window of one claim, in milliseconds.
     pub timeout_ms: i64,
+    /// What the agent needs besides the input, as JSON text.
     pub config: String,
+    /// The retry policy (the step's, its workflow's or a job's) as JSON text; none: the agent's or the default.
     pub retry: Option<String>,
+    /// The step kind's name (`agent`, `switch`, ...).
     pub kind: &'static str,
+    /// The isolation domain whose schedulers alone may claim it, until `fallback_at`.
     pub domain: Option<String>,
+    /// When any scheduler of the agent may claim it, in milliseconds since the epoch.
     pub fallback_at: Option<i64>,
+    /// The window within which the agent must report progress, in milliseconds.
     pub response_timeout_ms: Option<i64>,
+    /// The name of its timeout policy (`retry`, `fail_task`, `alert_only`).
     pub on_timeout: &'static str,
 }
 
@@ -103,9 +116,13 @@ pub fn updated_event(
 /// A task's move as the store writes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskOutcome {
+    /// The task's new state.
     pub state: TaskState,
+    /// The kind of the event written with the move.
     pub kind: &'static str,
+    /// That event's level: a failure or a compensation is an alert.
     pub level: EventLevel,
+    /// That event's detail, as JSON.
     pub detail: Value,
     /// The task's output, when it completes.
     pub output: Option<Value>,

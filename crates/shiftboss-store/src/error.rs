@@ -4,7 +4,12 @@
 pub enum StoreError {
     /// Something named by the caller does not exist.
     #[error("{what} {id} not found")]
-    NotFound { what: &'static str, id: String },
+    NotFound {
+        /// What kind of thing: "task", "step", "workflow", "database file"...
+        what: &'static str,
+        /// How the caller named it: an id, a name and version, a path.
+        id: String,
+    },
     /// The request is well formed but does not fit the current state (such as resubmitting a step
     /// that is not in Error). Nothing was changed.
     #[error("{0}")]

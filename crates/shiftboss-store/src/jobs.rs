@@ -36,6 +36,7 @@ pub struct EnqueueJob {
     pub retry: Option<RetryPolicy>,
     /// The complete-by window of each try (default 30 s).
     pub timeout: Option<Duration>,
+    /// The priority of its step: a higher priority is claimed first.
     pub priority: i32,
     /// The load-balance number (0-255); a hash of the key when none.
     pub bucket: Option<u16>,
@@ -151,13 +152,16 @@ impl EnqueueJob {
 /// A job named by its id or by its key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobRef {
+    /// The job's task id.
     Id(TaskId),
+    /// The job's unique key.
     Key(String),
 }
 
 /// Jobs enqueued together, in one transaction: all or none.
 #[derive(Debug, Clone)]
 pub struct EnqueueJobs {
+    /// The jobs, in order; at most `MAX_ENQUEUE_BATCH`.
     pub jobs: Vec<EnqueueJob>,
     /// Who enqueues, for the event log.
     pub actor: String,
@@ -169,17 +173,27 @@ pub const MAX_ENQUEUE_BATCH: usize = 10_000;
 /// One job as an operator sees it (M2's record).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct JobRecord {
+    /// The job's task id.
     pub id: TaskId,
+    /// Its unique key (`job-` and a UUID when the caller gave none).
     pub key: String,
+    /// The agent type that runs it.
     pub handler: String,
+    /// Where it stands, from its task's and its step's states.
     pub state: JobState,
+    /// Its load-balance bucket (M3).
     pub bucket: u16,
+    /// Its step's priority.
     pub priority: i32,
+    /// The handler's parameters.
     pub params: serde_json::Value,
+    /// What the handler returned, once it succeeded.
     pub output: Option<serde_json::Value>,
+    /// When it was enqueued.
     pub created_at: Timestamp,
     /// When it may run next (its handle time); when it finished, for a finished job.
     pub due_at: Timestamp,
+    /// When its task's row last changed.
     pub updated_at: Timestamp,
     /// Failures so far (M2's retry count).
     pub retries: u32,
@@ -204,10 +218,13 @@ pub enum JobPlace {
 /// A search for jobs, newest first. Every filter given must match.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobQuery {
+    /// Which tables to search.
     pub place: JobPlace,
     /// Only this job.
     pub id: Option<TaskId>,
+    /// Only jobs of this handler.
     pub handler: Option<String>,
+    /// Only jobs in this state.
     pub state: Option<JobState>,
     /// Last changed at or after this time.
     pub from: Option<Timestamp>,
@@ -217,6 +234,7 @@ pub struct JobQuery {
     pub reason: Option<String>,
     /// Only jobs with an id below this, for paging.
     pub before: Option<TaskId>,
+    /// At most this many jobs.
     pub limit: u32,
 }
 
@@ -266,7 +284,9 @@ pub struct ResubmitJobs {
     pub query: JobQuery,
     /// Only count what would be resubmitted.
     pub dry_run: bool,
+    /// Who resubmits, for the event log.
     pub actor: String,
+    /// Why, for the event log.
     pub reason: String,
 }
 
@@ -281,6 +301,7 @@ pub struct ResubmitReport {
 /// The archiver's pass (leader-only): finished tasks move to history with their steps and events.
 #[derive(Debug, Clone)]
 pub struct Archive {
+    /// The supervisor's leader term: the pass is refused if it no longer holds.
     pub leader: LeaderTerm,
     /// A task finished (terminal) for at least this long moves to history.
     pub after: Duration,
@@ -294,7 +315,9 @@ pub struct Archive {
 pub struct ArchiveReport {
     /// Tasks moved to history, children included.
     pub tasks: u64,
+    /// Steps moved to history with those tasks.
     pub steps: u64,
+    /// Events moved to history with those tasks.
     pub events: u64,
     /// Tasks deleted from history past `keep`.
     pub purged: u64,

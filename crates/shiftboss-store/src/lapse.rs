@@ -20,10 +20,15 @@ pub enum Lapse {
 /// What a store reads of a held step to decide.
 #[derive(Debug, Clone, Copy)]
 pub struct LapsedStep<'a> {
+    /// Its agent, whose policy applies when the row carries none.
     pub agent: &'a str,
+    /// Failures counted so far, before this one.
     pub failure_count: u32,
+    /// The retry policy on the step's row, if any.
     pub retry: Option<&'a RetryPolicy>,
+    /// Its holder, named in the event and the reason.
     pub locked_by: Option<&'a str>,
+    /// The token of the lapsed claim, for the event.
     pub lease_token: i64,
     /// The step's timeout policy; an expiry of a `fail_task` step gives up at once. (A store
     /// handles `alert_only` itself: the step stays with its holder.)
@@ -33,13 +38,17 @@ pub struct LapsedStep<'a> {
 /// What to write: the step's new fields, and its events.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LapsePlan {
+    /// Pending to run again, or Error when the policy gives up.
     pub next: StepState,
+    /// The count with this failure.
     pub failure_count: u32,
+    /// When it may be claimed again: after the policy's delay; now for a release or when the policy gives up.
     pub due_at: Timestamp,
     /// The step's `last_error`.
     pub why: String,
     /// The event of the lapse (`step.expired` or `step.released`) and its detail.
     pub kind: &'static str,
+    /// The event's detail: the count, the lease, the holder and the retry time.
     pub detail: serde_json::Value,
     /// When the policy gives up: the detail of the `step.error` alert.
     pub alert: Option<serde_json::Value>,

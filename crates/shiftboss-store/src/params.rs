@@ -8,6 +8,7 @@ use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RegisterOutcome {
+    /// The definition was new and is now registered.
     Created,
     /// The same definition was registered before.
     Unchanged,
@@ -17,10 +18,13 @@ pub enum RegisterOutcome {
 pub struct SubmitTask {
     /// The caller's id for the task (the order id): submitting it again returns the same task.
     pub key: String,
+    /// The name of the workflow the task runs.
     pub workflow: String,
     /// The newest registered version when none.
     pub version: Option<u32>,
+    /// The task's input: a JSON object of at most `MAX_INPUT_BYTES` bytes.
     pub input: serde_json::Value,
+    /// Added to each of its steps' own priority; a higher priority is claimed first.
     pub priority: i32,
     /// Who submits, for the event log.
     pub actor: String,
@@ -67,6 +71,7 @@ impl SubmitTask {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Submitted {
+    /// The task the key names.
     pub task_id: TaskId,
     /// False when the key was submitted before and the existing task is returned.
     pub created: bool,
@@ -74,6 +79,7 @@ pub struct Submitted {
 
 #[derive(Debug, Clone)]
 pub struct ClaimDueSteps {
+    /// The claiming scheduler, written on each claimed step as its LockedBy.
     pub instance: InstanceId,
     /// At most this many steps.
     pub limit: u32,
@@ -92,6 +98,7 @@ pub struct ClaimDueSteps {
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentLimit {
+    /// The agent type the limits apply to.
     pub agent: String,
     /// At most this many of its steps Processing at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,6 +111,7 @@ pub struct AgentLimit {
 /// A scheduler says it is alive, and learns who else is, to compute its share of the buckets.
 #[derive(Debug, Clone)]
 pub struct Heartbeat {
+    /// The scheduler's instance id.
     pub instance: InstanceId,
     /// Its share of the machine power (M3); at least 1.
     pub weight: u32,
@@ -114,24 +122,35 @@ pub struct Heartbeat {
 /// A step claimed by an instance: everything its agent needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimedStep {
+    /// The step's id.
     pub id: StepId,
+    /// The task it belongs to.
     pub task_id: TaskId,
+    /// The step's instance name (`charge`, `charge#2`).
     pub name: String,
+    /// The agent that runs it.
     pub agent: String,
+    /// The fencing token of this claim: the reply and every progress report must carry it.
     pub lease_token: LeaseToken,
+    /// When the lease lapses unless the holder replies or reports progress first.
     pub complete_by: Timestamp,
     /// The store's clock when the claim was made, so that the holder can measure its window.
     pub claimed_at: Timestamp,
     /// 1 for the first claim.
     pub attempt: u32,
+    /// What the agent is called with.
     pub input: serde_json::Value,
+    /// What the agent needs besides the input, from the definition.
     pub config: serde_json::Value,
+    /// Sent to the remote service on every attempt, so that it can drop duplicates (P4).
     pub idempotency_key: String,
 }
 
 #[derive(Debug, Clone)]
 pub struct RecordReplies {
+    /// The replying instance, the actor of the events written (the lease token is the fence).
     pub instance: InstanceId,
+    /// The replies, each applied or refused on its own.
     pub replies: Vec<Reply>,
     /// For a reply that reports a failed attempt: the policies that set its next try.
     pub policies: Arc<RetryPolicies>,
@@ -139,8 +158,11 @@ pub struct RecordReplies {
 
 #[derive(Debug, Clone)]
 pub struct Reply {
+    /// The step replied to.
     pub step_id: StepId,
+    /// The token of the claim the reply answers: a reply under an older lease is refused.
     pub lease_token: LeaseToken,
+    /// What the agent reports.
     pub result: ReplyResult,
 }
 
@@ -159,15 +181,26 @@ pub enum ReplyResult {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReplyOutcome {
     /// Recorded; `task_state` is the task's state after the decider ran, `scheduled` the steps it created.
-    Applied { task_state: TaskState, scheduled: u32 },
+    Applied {
+        /// The task's state after the decider ran.
+        task_state: TaskState,
+        /// How many agent steps the decider scheduled.
+        scheduled: u32,
+    },
     /// Not applied: the lease was lapsed or the step had moved on. Recorded as a `reply.rejected`
     /// event of the step's task (a reply naming no existing step has no task to record it on).
     /// A reply that arrives after complete-by but before any sweep or re-claim is applied: its
     /// token still matches, so no newer state exists for it to overwrite.
-    Rejected { reason: String },
+    Rejected {
+        /// Why it was refused.
+        reason: String,
+    },
     /// The identical repeat of a reply that was applied under the same lease (sent again because
     /// the answer to its commit was lost): nothing changes and nothing is recorded.
-    AlreadyApplied { task_state: TaskState },
+    AlreadyApplied {
+        /// The task's state now.
+        task_state: TaskState,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -176,12 +209,15 @@ pub struct ExpireLeases {
     pub leader: LeaderTerm,
     /// At most this many steps in one transaction.
     pub limit: u32,
+    /// The retry policies that set each lapsed step's next try, or its Error.
     pub policies: Arc<RetryPolicies>,
 }
 
 #[derive(Debug, Clone)]
 pub struct ReleaseInstanceClaims {
+    /// The restarted instance whose held steps are taken back.
     pub instance: InstanceId,
+    /// The retry policies that set each taken-back step's next try, or its Error.
     pub policies: Arc<RetryPolicies>,
 }
 
@@ -197,6 +233,7 @@ pub struct ExpiryReport {
 /// What a claim took, and when this claimer should look again if nothing wakes it sooner.
 #[derive(Debug, Clone)]
 pub struct ClaimedWork {
+    /// The steps claimed, each under a new lease.
     pub steps: Vec<ClaimedStep>,
     /// The store's time of the claim.
     pub now: Timestamp,
@@ -210,6 +247,7 @@ pub struct ClaimedWork {
 /// A sweep's report, and what the supervisor needs to know to sleep until its next sweep.
 #[derive(Debug, Clone)]
 pub struct Swept {
+    /// What the sweep did.
     pub report: ExpiryReport,
     /// The store's time of the sweep.
     pub now: Timestamp,
@@ -223,6 +261,7 @@ pub struct Swept {
 /// A reconciler pass's report, and when the next timed repair falls due.
 #[derive(Debug, Clone)]
 pub struct Reconciled {
+    /// What the pass repaired.
     pub report: ReconcileReport,
     /// The store's time of the pass.
     pub now: Timestamp,
@@ -234,15 +273,20 @@ pub struct Reconciled {
 pub struct ElectLeader {
     /// The leader lease's name, such as "supervisor".
     pub name: String,
+    /// The instance asking to hold (or go on holding) the lease.
     pub holder: InstanceId,
+    /// How long the lease holds without being renewed.
     pub ttl: Duration,
 }
 
 /// A leader lease held: a term grows each time the lease changes hands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaderTerm {
+    /// The leader lease's name.
     pub name: String,
+    /// The instance that holds it.
     pub holder: InstanceId,
+    /// Grows each time the lease changes hands; work fenced by an older term is refused.
     pub term: i64,
     /// By the store's clock.
     pub expires_at: Timestamp,
@@ -250,6 +294,7 @@ pub struct LeaderTerm {
 
 #[derive(Debug, Clone)]
 pub struct ResubmitStep {
+    /// The step in Error to run again.
     pub step_id: StepId,
     /// Who resubmits, for the event log.
     pub actor: String,
@@ -266,6 +311,7 @@ impl ResubmitStep {
 
 #[derive(Debug, Clone)]
 pub struct CancelTask {
+    /// The task to cancel.
     pub task_id: TaskId,
     /// Who cancels, for the event log.
     pub actor: String,
@@ -298,9 +344,13 @@ fn check_actor_and_reason(actor: &str, reason: &str) -> Result<(), crate::StoreE
 /// An operator's command on a task (P16), recorded as an event with who and why.
 #[derive(Debug, Clone)]
 pub struct OperateTask {
+    /// The task to act on.
     pub task_id: TaskId,
+    /// Who acts, for the event log (1 to `MAX_OPERATOR_TEXT` bytes).
     pub actor: String,
+    /// Why, for the event log (at most `MAX_OPERATOR_TEXT` bytes).
     pub reason: String,
+    /// What to do.
     pub command: TaskCommand,
 }
 
@@ -308,6 +358,7 @@ pub struct OperateTask {
 pub enum TaskCommand {
     /// No new step is scheduled or claimed until it is resumed; running steps finish.
     Pause,
+    /// A paused task runs again: its held steps may be claimed.
     Resume,
     /// End the task at once, without compensation: its live steps are cancelled.
     Terminate,
@@ -315,16 +366,21 @@ pub enum TaskCommand {
     Retry,
     /// Run again from this step instance: it and every step started after it.
     Rerun {
+        /// The step instance to run again from.
         from: String,
     },
     /// This step instance counts as processed with this output, without running.
     Skip {
+        /// The step instance to skip.
         step: String,
+        /// The output it is recorded with.
         output: serde_json::Value,
     },
     /// End a wait: the wait step of this name, or waiting for a signal of this name.
     Signal {
+        /// The wait step's instance name, or the signal's name.
         name: String,
+        /// The wait step's output once it ends.
         payload: serde_json::Value,
     },
     /// Cancel the task: its live steps are cancelled, and its completed steps compensated when
@@ -378,6 +434,7 @@ impl TaskCommand {
 /// The reconciler's pass (C6), leader-only.
 #[derive(Debug, Clone)]
 pub struct Reconcile {
+    /// The supervisor's leader term: the pass is refused if it no longer holds.
     pub leader: LeaderTerm,
     /// A running task with nothing live that has not changed for this long is decided again.
     pub stale_after: Duration,
@@ -399,25 +456,34 @@ pub struct ReconcileReport {
 /// timeout, never past the claim's start plus its timeout.
 #[derive(Debug, Clone)]
 pub struct ExtendLease {
+    /// The step the agent works on.
     pub step_id: StepId,
+    /// The token of the agent's claim: a report under an older lease is refused.
     pub lease_token: LeaseToken,
 }
 
 /// One registered definition, as `workflows list` shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkflowSummary {
+    /// The workflow's name.
     pub name: String,
+    /// The definition's version.
     pub version: u32,
+    /// The definition's description, if it has one.
     pub description: Option<String>,
+    /// When this version was registered.
     pub created_at: Timestamp,
 }
 
 #[derive(Debug, Clone)]
 pub struct ListTasks {
+    /// Only tasks in this state.
     pub state: Option<TaskState>,
+    /// Only tasks of this workflow.
     pub workflow: Option<String>,
     /// Only tasks with an id below this, for paging newest first.
     pub before: Option<TaskId>,
+    /// At most this many tasks.
     pub limit: u32,
 }
 
@@ -430,15 +496,20 @@ impl Default for ListTasks {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskDetail {
+    /// The task's row.
     pub task: TaskRecord,
+    /// Its step rows, in the order they were created.
     pub steps: Vec<StepRecord>,
+    /// Its events, in the order they were written.
     pub events: Vec<EventRecord>,
 }
 
 /// Counts across the store.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Summary {
+    /// How many tasks are in each state.
     pub tasks: Vec<(TaskState, u64)>,
+    /// How many steps are in each state.
     pub steps: Vec<(StepState, u64)>,
     /// Lease expiries the supervisor recorded.
     pub expiries: u64,

@@ -18,10 +18,15 @@ pub struct MemoryError(pub String);
 
 #[derive(Debug, Clone)]
 pub struct MemoryTask {
+    /// The definition the task runs.
     pub def: WorkflowDef,
+    /// The task's step rows, in the order they were created.
     pub rows: Vec<StepView>,
+    /// The task's state, moved by each decision's task move.
     pub state: TaskState,
+    /// The task's input.
     pub input: Value,
+    /// The task's output, once it completes.
     pub output: Option<Value>,
     /// The task's clock: moved by [`MemoryTask::tick`] and by each agent reply.
     pub now: Timestamp,

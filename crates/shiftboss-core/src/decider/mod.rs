@@ -27,9 +27,13 @@ use serde_json::Value;
 /// What the decider sees of the task.
 #[derive(Debug, Clone, Copy)]
 pub struct TaskView<'a> {
+    /// The task's id, which expressions read as `${task.id}`.
     pub id: i64,
+    /// The caller's key of the task (`${task.key}`).
     pub key: &'a str,
+    /// Its state: only a running or compensating task is moved on.
     pub state: TaskState,
+    /// Its input (`${task.input}`).
     pub input: &'a Value,
     /// The store's clock, for waits.
     pub now: Timestamp,
@@ -42,10 +46,15 @@ pub struct StepView {
     pub id: i64,
     /// The instance name (`charge`, or `charge#2` in a loop's second pass).
     pub name: String,
+    /// What the step is: an agent call or a control step.
     pub kind: StepKind,
+    /// Where the row stands.
     pub state: StepState,
+    /// The input it was given.
     pub input: Value,
+    /// What it produced; a control step's record (a switch's case, a loop's pass).
     pub output: Option<Value>,
+    /// Why it last failed; for a row in Error, the reason the task's failure gives.
     pub last_error: Option<String>,
     /// When the row last changed: for a processed step, when it finished.
     pub updated_at: Timestamp,
@@ -56,17 +65,22 @@ pub struct StepView {
 /// A step row to create.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewStep {
+    /// The instance name of the new row.
     pub name: String,
     /// The definition's step (its agent, config, timeout and policies).
     pub def_name: String,
+    /// What the step is, from its definition.
     pub kind: StepKind,
     /// Pending for an agent step; Processing for a control step that waits on something;
     /// Processed for one that is done as soon as it is decided (a switch, a terminate).
     pub state: StepState,
+    /// The step's input template rendered; without one, the task's input (a compensation: its step's).
     pub input: Value,
+    /// What a step done at once records (a switch's case, a terminate's status and output); a loop's pass.
     pub output: Option<Value>,
     /// For a timed wait: when it ends.
     pub wake_at: Option<Timestamp>,
+    /// For a compensation: the instance it undoes.
     pub compensates: Option<String>,
     /// For a sub-workflow: the child task to start with the row.
     pub child: Option<ChildTask>,
@@ -74,26 +88,35 @@ pub struct NewStep {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChildTask {
+    /// The child's workflow.
     pub workflow: String,
+    /// The child's workflow version; none for the newest registered when the child starts.
     pub version: Option<u32>,
+    /// The child task's input.
     pub input: Value,
 }
 
 /// One change to the task's step rows.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
+    /// A new step row.
     Create(NewStep),
     /// A control step moves on: to Processed or Error, or stays Processing with a new output
     /// (a loop's next pass).
     Update {
+        /// The instance name of the row.
         name: String,
+        /// Its new state.
         state: StepState,
+        /// Its new output, which replaces the old.
         output: Option<Value>,
+        /// Its new `last_error`, which replaces the old.
         error: Option<String>,
     },
     /// A live step (pending or processing) is cancelled (C1): a fork's other branches once one
     /// has failed, or every live step when the task ends early.
     Cancel {
+        /// The instance name of the row.
         name: String,
     },
 }
@@ -103,23 +126,30 @@ pub enum Action {
 pub enum TaskMove {
     /// It stays as it is (work is pending, or it is not running).
     Stay,
+    /// The task completes: every step is done, or a terminate step ended it as completed.
     Complete {
+        /// The task's output: the workflow's output template, else the last step's or a terminate's.
         output: Value,
     },
     /// It fails for good, with nothing to compensate.
     Fail {
+        /// The instance that failed (`output` when the workflow's output template did).
         step: String,
+        /// Why it failed.
         reason: String,
     },
     /// It failed (or was cancelled) and now compensates its completed steps, newest first.
     Compensate {
+        /// The instance whose failure started the compensation.
         step: String,
+        /// Why it failed.
         reason: String,
     },
     /// Every compensation has run.
     Compensated,
     /// A compensation failed for good: the task fails and someone must look.
     CompensationFailed {
+        /// The compensation instance that failed or could not start.
         step: String,
     },
     /// A step was cancelled from outside: the task is cancelled.
@@ -128,7 +158,9 @@ pub enum TaskMove {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
+    /// The changes to the task's step rows, in the order they are written.
     pub actions: Vec<Action>,
+    /// What happens to the task itself.
     pub task: TaskMove,
 }
 

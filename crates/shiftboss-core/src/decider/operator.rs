@@ -10,17 +10,34 @@ use serde_json::{Value, json};
 #[derive(Debug, Clone, PartialEq)]
 pub enum RowChange {
     /// An agent step runs again from scratch: Pending, due now, its failure count reset.
-    Reset { name: String },
+    Reset {
+        /// The instance name of the row.
+        name: String,
+    },
     /// A control step is open again (Processing), with this output (a loop's pass).
-    Reopen { name: String, output: Option<Value> },
+    Reopen {
+        /// The instance name of the row.
+        name: String,
+        /// Its new output, which replaces the old.
+        output: Option<Value>,
+    },
     /// The row goes: the decider schedules the step anew.
-    Delete { name: String },
+    Delete {
+        /// The instance name of the row.
+        name: String,
+    },
     /// The step counts as done with this output, without running.
-    Finish { name: String, output: Value },
+    Finish {
+        /// The instance name of the row.
+        name: String,
+        /// The output it is recorded with, as if it had run.
+        output: Value,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
+    /// The row changes, written in this order.
     pub changes: Vec<RowChange>,
     /// The task's state once the changes are written (the decider then runs).
     pub task_state: TaskState,

@@ -16,15 +16,21 @@ use shiftboss_core::{StepId, TaskId};
 /// A processing step as a store read it to take it back.
 #[derive(Debug, Clone)]
 pub struct HeldStep {
+    /// The step's id.
     pub id: StepId,
+    /// Its task, locked before the step is taken back.
     pub task_id: TaskId,
+    /// Its agent, whose retry policy applies when the row carries none.
     pub agent: String,
+    /// Failures counted so far, before this lapse.
     pub failure_count: u32,
     /// The claim's token: the take-back is fenced by it.
     pub lease_token: i64,
+    /// Its holder, named in the events.
     pub locked_by: Option<String>,
-    /// The step's own retry policy, when its definition gave one.
+    /// The retry policy on the step's row (its own, its workflow's or a job's), if any.
     pub retry: Option<RetryPolicy>,
+    /// Its timeout policy: on an expiry, `alert_only` keeps the step with its holder, `fail_task` gives up.
     pub on_timeout: OnTimeout,
 }
 

@@ -19,11 +19,17 @@ use shiftboss_core::{StepState, TaskId};
 /// What a store reads of a step whose reply the fence refused.
 #[derive(Debug, Clone)]
 pub struct RepliedStep {
+    /// Its task, on which a refusal is recorded.
     pub task_id: TaskId,
+    /// Where the step stands now.
     pub state: StepState,
+    /// The token of its latest claim.
     pub lease_token: i64,
+    /// What the step is: only an agent step takes replies.
     pub kind: StepKind,
+    /// Its output, to tell an applied completion's repeat.
     pub output: Option<Value>,
+    /// Its last failure's reason, to tell an applied error's or failure's repeat.
     pub last_error: Option<String>,
 }
 

@@ -16,12 +16,17 @@ type Result<T> = std::result::Result<T, StoreError>;
 /// What the decider and the writes need of a task row.
 #[derive(Debug, Clone)]
 pub struct TaskRow {
+    /// The task's state.
     pub state: TaskState,
+    /// The name of the workflow it runs.
     pub workflow: String,
+    /// The version of that workflow it runs.
     pub version: u32,
+    /// Its input (`${task.input}`).
     pub input: Value,
     /// The application's key (the order id); a child's key is made from its parent's.
     pub key: String,
+    /// Its priority, added to each step's own; a child takes its parent's.
     pub priority: i32,
     /// 0 for a top-level task, its parent's depth + 1 for a child.
     pub depth: i64,
@@ -33,13 +38,19 @@ pub struct TaskRow {
 /// A task row to insert: a submission, or a child a sub-workflow step starts.
 #[derive(Debug, Clone)]
 pub struct NewTask<'a> {
+    /// The task's key: the caller's, or for a child one made from its parent's.
     pub key: &'a str,
+    /// The name of the workflow it runs.
     pub workflow: &'a str,
+    /// The version of that workflow it runs (the newest when the caller named none).
     pub version: u32,
+    /// Its priority: the caller's, or for a child its parent's.
     pub priority: i32,
+    /// Its input: a submission's, or the one a sub-workflow step gives its child.
     pub input: &'a Value,
     /// The parent task and the name of its step that waits for this child.
     pub parent: Option<(TaskId, &'a str)>,
+    /// 0 for a top-level task, its parent's depth + 1 for a child.
     pub depth: i64,
     /// When the workflow's timeout passes, if it has one (the reconciler fails the task then).
     pub deadline_at: Option<i64>,
