@@ -4,8 +4,8 @@
 use crate::target::DbTarget;
 use anyhow::{Context, bail};
 use clap::Subcommand;
+use shiftboss_conductor as conductor;
 use shiftboss_core::workflow::WorkflowDef;
-use shiftboss_core::workflow::conductor;
 use shiftboss_store::RegisterOutcome;
 use std::path::PathBuf;
 
