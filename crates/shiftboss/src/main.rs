@@ -5,6 +5,7 @@ mod chaos;
 mod commands;
 mod config;
 mod demo;
+mod instance;
 mod target;
 
 use clap::{Parser, Subcommand};

@@ -5,14 +5,15 @@ use crate::config::{FileConfig, Role};
 use crate::target::DbTarget;
 use anyhow::{Context, bail};
 use clap::Args;
-use shiftboss_core::InstanceId;
 use shiftboss_engine::{BucketPolicy, Engine, EngineConfig, HttpAgent, PollMode, Roles};
 use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// This process's instance id: unique per process, stable across its restarts, so that a
-    /// restarted scheduler takes back the steps it held. Default: the host name.
+    /// restarted scheduler takes back the steps it held. A second serve process on this host and
+    /// store under the same id is refused. Default: the host name, or HOST-2, HOST-3... when
+    /// another serve process on this host and store runs under it.
     #[arg(long, env = "SHIFTBOSS_INSTANCE_ID")]
     instance_id: Option<String>,
     /// The roles to run (comma-separated).
@@ -90,16 +91,6 @@ fn parse_agent(s: &str) -> Result<(String, String), String> {
     let (name, url) = s.split_once('=').ok_or_else(|| format!("{s:?}: use NAME=URL"))?;
     shiftboss_core::workflow::check_name("agent", name).map_err(|e| e.to_string())?;
     Ok((name.to_owned(), url.to_owned()))
-}
-
-/// The default instance id: the host name, which is stable across restarts.
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "shiftboss".into())
 }
 
 impl ServeArgs {
@@ -202,9 +193,14 @@ impl ServeArgs {
         if !config.roles.scheduler && !config.roles.supervisor {
             bail!("--roles names no role: use scheduler, supervisor or both");
         }
-        let id = self.instance_id.clone().or_else(|| file.instance_id.clone()).unwrap_or_else(host_name);
-        let instance = InstanceId::new(id)?;
         let store = db.open(true).await?;
+        // Held until this function returns: no other serve process on this host takes the id
+        // (and releases this one's claims) while this one lives.
+        let hold = crate::instance::hold(db, self.instance_id.clone().or_else(|| file.instance_id.clone()))?;
+        if let Some(note) = &hold.note {
+            eprintln!("shiftboss serve: note: {note}");
+        }
+        let instance = hold.id.clone();
         let mut builder = Engine::builder(store, instance.clone()).agent("http", HttpAgent::new());
         if let Some(p) = &file.retry {
             builder = builder.default_retry(p.clone());
