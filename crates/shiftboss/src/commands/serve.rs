@@ -7,6 +7,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use shiftboss_engine::{BucketPolicy, Engine, EngineConfig, HttpAgent, PollMode, Roles};
 use std::time::Duration;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -226,18 +227,32 @@ impl ServeArgs {
             if roles.scheduler { " scheduler" } else { "" },
             if roles.supervisor { " supervisor" } else { "" }
         );
+        // Listening from before the roles start, so that no signal falls between two listeners.
+        let mut signals = Signals::new().context("listening for SIGTERM and SIGINT")?;
         let running = engine.start();
         if self.stop_when_stdin_closes {
             tokio::select! {
-                _ = shutdown_signal() => {}
+                _ = signals.next() => {}
                 _ = stdin_closed() => {}
             }
         } else {
-            shutdown_signal().await;
+            signals.next().await;
         }
-        eprintln!("shiftboss serve: stopping (running steps get their grace period)");
-        running.shutdown().await;
-        Ok(())
+        eprintln!(
+            "shiftboss serve: stopping (running steps get their grace period; a second SIGTERM or Ctrl-C stops at once)"
+        );
+        tokio::select! {
+            _ = running.shutdown() => Ok(()),
+            signal = signals.next() => {
+                // An operator who asks twice wants out now, whatever is left: steps still running
+                // and replies not yet written are left to lapse, as after a crash.
+                eprintln!(
+                    "shiftboss serve: second {}: exiting at once; steps still held come back when their leases lapse",
+                    signal.name()
+                );
+                std::process::exit(signal.exit_code())
+            }
+        }
     }
 }
 
@@ -250,17 +265,45 @@ async fn stdin_closed() {
     .await;
 }
 
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
+/// SIGTERM and SIGINT, listened to once for the whole run: the first asks for a graceful stop,
+/// the second for an immediate one.
+struct Signals {
+    term: Signal,
+    int: Signal,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Received {
+    Term,
+    Int,
+}
+
+impl Received {
+    fn name(self) -> &'static str {
+        match self {
+            Received::Term => "SIGTERM",
+            Received::Int => "SIGINT",
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
+    }
+
+    /// 128 + the signal's number, as a shell reports a process ended by it.
+    fn exit_code(self) -> i32 {
+        match self {
+            Received::Term => 128 + 15,
+            Received::Int => 128 + 2,
+        }
+    }
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Signals> {
+        Ok(Signals { term: signal(SignalKind::terminate())?, int: signal(SignalKind::interrupt())? })
+    }
+
+    async fn next(&mut self) -> Received {
+        tokio::select! {
+            _ = self.term.recv() => Received::Term,
+            _ = self.int.recv() => Received::Int,
+        }
     }
 }

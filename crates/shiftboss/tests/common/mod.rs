@@ -4,6 +4,8 @@
 //! dropped at the end, and `psql` for what the store contract does not show (the leader row).
 #![allow(dead_code)] // each test file uses its own part of this module
 
+pub mod proxy;
+
 use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
