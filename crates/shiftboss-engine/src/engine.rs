@@ -250,7 +250,8 @@ impl Engine {
             tasks.push(tokio::spawn(supervisor.run(rx)));
         }
         let s = &self.inner.config.scheduler;
-        let bound = s.shutdown_grace + s.shutdown_writes;
+        // The scheduler's own bounds end within this; the margin lets them act first.
+        let bound = s.shutdown_grace + s.shutdown_writes + 3 * crate::scheduler::WIND_UP;
         RunningEngine { shutdown: tx, tasks, bound, _subscription: subscription }
     }
 }
@@ -260,7 +261,8 @@ impl Engine {
 pub struct RunningEngine {
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
-    /// The longest a shutdown takes: the scheduler's grace period and its time to write replies.
+    /// The longest a shutdown takes: the scheduler's grace period, its time to write replies, and
+    /// a margin to wind up.
     bound: Duration,
     /// The due-work channel's listener, dropped with the engine.
     _subscription: Option<Subscription>,
@@ -268,9 +270,10 @@ pub struct RunningEngine {
 
 impl RunningEngine {
     /// Stops claiming, lets running steps finish within the grace period, writes their replies,
-    /// and resigns leader leases. Returns within the grace period plus `shutdown_writes` whatever
-    /// the store does: a role still waiting on the store then is stopped where it is (what it had
-    /// not written is left for the supervisor, as after a crash).
+    /// and resigns leader leases. Returns within the grace period plus `shutdown_writes` (and
+    /// under two seconds to wind up) whatever the store does: a role still waiting on the store
+    /// then is stopped where it is (what it had not written is left for the supervisor, as after
+    /// a crash).
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let deadline = Instant::now() + self.bound;

@@ -72,6 +72,10 @@ struct Pending {
 /// How long to wait after a store error before trying again.
 const STORE_RETRY: Duration = Duration::from_millis(200);
 
+/// At shutdown, past the write deadline: the time the writers get to drop what is left and end
+/// by themselves before they are stopped, and then the sign-off's.
+pub(crate) const WIND_UP: Duration = Duration::from_millis(500);
+
 /// Resolves once shutdown is asked for (at once if it already was). A store call raced against it
 /// is dropped mid-flight: its transaction commits or not, and either way every claim it made is
 /// fenced, so a dropped claim's steps come back when their leases lapse.
@@ -204,17 +208,19 @@ impl Scheduler {
             running.abort_all();
         }
         // The replies of the steps that ended get a bounded time to be written, whatever the
-        // store does; a writer still at it then is stopped.
+        // store does: at the deadline the writers drop what is left (and say so); one still
+        // running a little later is stopped.
         let deadline = Instant::now() + this.config.shutdown_writes;
         let _ = deadline_tx.send(Some(deadline));
         drop(reply_tx);
-        let joined = tokio::time::timeout_at(deadline, async { while writers.join_next().await.is_some() {} }).await;
+        let joined =
+            tokio::time::timeout_at(deadline + WIND_UP, async { while writers.join_next().await.is_some() {} }).await;
         if joined.is_err() {
             tracing::warn!("shutdown: the reply writers did not finish in time; stopping them");
             writers.abort_all();
         }
         if matches!(this.config.buckets, BucketPolicy::Share { .. }) {
-            let signed_off = tokio::time::timeout_at(deadline, this.store.sign_off(&this.instance)).await;
+            let signed_off = tokio::time::timeout_at(deadline + 2 * WIND_UP, this.store.sign_off(&this.instance)).await;
             if !matches!(signed_off, Ok(Ok(()))) {
                 let error = match signed_off {
                     Ok(Err(e)) => e.to_string(),

@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 /// The engine's defaults: the grace period for running steps, then the time for the last writes.
 const GRACE: Duration = Duration::from_secs(5);
 const WRITES: Duration = Duration::from_secs(5);
-/// Room for the process's own start of shutdown and exit on a loaded machine.
-const SLACK: Duration = Duration::from_secs(4);
+/// The engine's margin to wind up (under two seconds), and room for the process's own start of
+/// shutdown and exit on a loaded machine.
+const SLACK: Duration = Duration::from_secs(5);
 
 /// Waits until the service has `n` calls in flight at once.
 async fn calls_in_flight(service: &Service, n: usize) {
