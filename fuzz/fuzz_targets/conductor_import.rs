@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use shiftboss_core::workflow::WorkflowDef;
-use shiftboss_core::workflow::conductor::from_conductor_with_tasks;
+use shiftboss_conductor::from_conductor_with_tasks;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };

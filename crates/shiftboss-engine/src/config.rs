@@ -85,6 +85,11 @@ pub struct SchedulerConfig {
     pub breaker: BreakerConfig,
     /// How long a shutdown waits for running steps before it leaves them to be released at the next start.
     pub shutdown_grace: Duration,
+    /// After the grace period, the longest a shutdown spends writing the last replies and signing
+    /// off. Whatever the store does (down, or silent), the roles stop within the grace period plus
+    /// this: replies not written by then are dropped, and their steps come back when their leases
+    /// lapse (every claim is fenced, so a late reply or a second run is refused, never applied twice).
+    pub shutdown_writes: Duration,
 }
 
 impl SchedulerConfig {
@@ -115,6 +120,7 @@ impl Default for SchedulerConfig {
             backoff: Backoff::default(),
             breaker: BreakerConfig::default(),
             shutdown_grace: Duration::from_secs(5),
+            shutdown_writes: Duration::from_secs(5),
         }
     }
 }

@@ -24,8 +24,10 @@ use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
 use shiftboss_core::workflow::{StepKind, WorkflowDef};
 use shiftboss_store::{RegisterOutcome, Store, StoreError, SubmitTask, Submitted, Subscription};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -247,7 +249,10 @@ impl Engine {
             let supervisor = self.supervisor().with_bell(self.inner.supervisor_bell.clone(), notified);
             tasks.push(tokio::spawn(supervisor.run(rx)));
         }
-        RunningEngine { shutdown: tx, tasks, _subscription: subscription }
+        let s = &self.inner.config.scheduler;
+        // The scheduler's own bounds end within this; the margin lets them act first.
+        let bound = s.shutdown_grace + s.shutdown_writes + 3 * crate::scheduler::WIND_UP;
+        RunningEngine { shutdown: tx, tasks, bound, _subscription: subscription }
     }
 }
 
@@ -256,17 +261,27 @@ impl Engine {
 pub struct RunningEngine {
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+    /// The longest a shutdown takes: the scheduler's grace period, its time to write replies, and
+    /// a margin to wind up.
+    bound: Duration,
     /// The due-work channel's listener, dropped with the engine.
     _subscription: Option<Subscription>,
 }
 
 impl RunningEngine {
     /// Stops claiming, lets running steps finish within the grace period, writes their replies,
-    /// and resigns leader leases.
+    /// and resigns leader leases. Returns within the grace period plus `shutdown_writes` (and
+    /// under two seconds to wind up) whatever the store does: a role still waiting on the store
+    /// then is stopped where it is (what it had not written is left for the supervisor, as after
+    /// a crash).
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
-        for t in self.tasks {
-            let _ = t.await;
+        let deadline = Instant::now() + self.bound;
+        for mut t in self.tasks {
+            if tokio::time::timeout_at(deadline, &mut t).await.is_err() {
+                tracing::warn!("shutdown: a role did not stop in time (the store does not answer); stopping it");
+                t.abort();
+            }
         }
     }
 }

@@ -13,6 +13,8 @@ pub struct Metrics {
     pub dropped_at_deadline: AtomicU64,
     /// Replies the store refused as stale.
     pub rejected_replies: AtomicU64,
+    /// Replies dropped at shutdown because the store did not take them in time (their leases lapse).
+    pub dropped_replies: AtomicU64,
     /// Tries held back by an open circuit breaker.
     pub breaker_waits: AtomicU64,
     pub expired: AtomicU64,
@@ -31,6 +33,7 @@ pub struct MetricsSnapshot {
     pub in_call_retries: u64,
     pub dropped_at_deadline: u64,
     pub rejected_replies: u64,
+    pub dropped_replies: u64,
     pub breaker_waits: u64,
     pub expired: u64,
     pub gave_up: u64,
@@ -52,6 +55,7 @@ impl Metrics {
             in_call_retries: g(&self.in_call_retries),
             dropped_at_deadline: g(&self.dropped_at_deadline),
             rejected_replies: g(&self.rejected_replies),
+            dropped_replies: g(&self.dropped_replies),
             breaker_waits: g(&self.breaker_waits),
             expired: g(&self.expired),
             gave_up: g(&self.gave_up),

@@ -72,6 +72,33 @@ struct Pending {
 /// How long to wait after a store error before trying again.
 const STORE_RETRY: Duration = Duration::from_millis(200);
 
+/// At shutdown, past the write deadline: the time the writers get to drop what is left and end
+/// by themselves before they are stopped, and then the sign-off's.
+pub(crate) const WIND_UP: Duration = Duration::from_millis(500);
+
+/// Resolves once shutdown is asked for (at once if it already was). A store call raced against it
+/// is dropped mid-flight: its transaction commits or not, and either way every claim it made is
+/// fenced, so a dropped claim's steps come back when their leases lapse.
+async fn stopping(shutdown: &mut watch::Receiver<bool>) {
+    if shutdown.wait_for(|s| *s).await.is_err() {
+        // The engine is gone without saying stop: nothing will ask again.
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Resolves when the shutdown's write deadline passes; never before shutdown sets one.
+async fn write_deadline_passed(deadline: &mut watch::Receiver<Option<Instant>>) {
+    let at = match deadline.wait_for(Option::is_some).await {
+        Ok(d) => *d,
+        Err(_) => None,
+    };
+    match at {
+        Some(at) => sleep_until(at).await,
+        // The scheduler is gone without setting one: nothing will.
+        None => std::future::pending().await,
+    }
+}
+
 impl Scheduler {
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
         let this = Arc::new(self);
@@ -86,15 +113,21 @@ impl Scheduler {
         let (reply_tx, reply_rx) = mpsc::channel::<Pending>(this.config.concurrency as usize);
         let reply_rx = Arc::new(tokio::sync::Mutex::new(reply_rx));
         let waiting = Arc::new(AtomicBool::new(false));
-        let writers: Vec<_> = (0..this.config.reply_writers)
-            .map(|_| tokio::spawn(this.clone().write_replies(reply_rx.clone(), waiting.clone())))
-            .collect();
+        // Set at shutdown: the time after which the writers drop what they could not write.
+        let (deadline_tx, deadline_rx) = watch::channel(None);
+        let mut writers: JoinSet<()> = JoinSet::new();
+        for _ in 0..this.config.reply_writers {
+            writers.spawn(this.clone().write_replies(reply_rx.clone(), waiting.clone(), deadline_rx.clone()));
+        }
         let slots = Arc::new(Semaphore::new(this.config.concurrency as usize));
         let mut running = JoinSet::new();
         let agents = this.config.agents.clone().unwrap_or_else(|| this.agents.names());
         let mut owned = Owned::new(&this.config.buckets);
         while !*shutdown.borrow() {
-            this.heartbeat_if_due(&mut owned).await;
+            tokio::select! {
+                _ = this.heartbeat_if_due(&mut owned) => {}
+                _ = stopping(&mut shutdown) => break,
+            }
             let free = slots.available_permits().min(this.config.claim_batch as usize);
             let mut more_due = false;
             // When the next step this scheduler could claim falls due, by its own clock.
@@ -109,7 +142,11 @@ impl Scheduler {
                     domains: this.config.domains.clone(),
                     limits: this.config.limits.clone(),
                 };
-                match this.store.claim_due_work(p).await {
+                let claimed = tokio::select! {
+                    r = this.store.claim_due_work(p) => r,
+                    _ = stopping(&mut shutdown) => break,
+                };
+                match claimed {
                     Ok(work) => {
                         more_due = work.steps.len() == free;
                         // Measured from after the claim, so the wake is never early (an early
@@ -130,7 +167,10 @@ impl Scheduler {
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "claim failed; trying again");
-                        sleep(STORE_RETRY).await;
+                        tokio::select! {
+                            _ = sleep(STORE_RETRY) => {}
+                            _ = stopping(&mut shutdown) => break,
+                        }
                     }
                 }
             }
@@ -167,14 +207,27 @@ impl Scheduler {
             tracing::warn!(left = running.len(), "shutdown grace passed with steps still running");
             running.abort_all();
         }
+        // The replies of the steps that ended get a bounded time to be written, whatever the
+        // store does: at the deadline the writers drop what is left (and say so); one still
+        // running a little later is stopped.
+        let deadline = Instant::now() + this.config.shutdown_writes;
+        let _ = deadline_tx.send(Some(deadline));
         drop(reply_tx);
-        for w in writers {
-            let _ = w.await;
+        let joined =
+            tokio::time::timeout_at(deadline + WIND_UP, async { while writers.join_next().await.is_some() {} }).await;
+        if joined.is_err() {
+            tracing::warn!("shutdown: the reply writers did not finish in time; stopping them");
+            writers.abort_all();
         }
-        if matches!(this.config.buckets, BucketPolicy::Share { .. })
-            && let Err(e) = this.store.sign_off(&this.instance).await
-        {
-            tracing::warn!(error = %e, "could not sign off; the others take this scheduler's buckets when its heartbeat lapses");
+        if matches!(this.config.buckets, BucketPolicy::Share { .. }) {
+            let signed_off = tokio::time::timeout_at(deadline + 2 * WIND_UP, this.store.sign_off(&this.instance)).await;
+            if !matches!(signed_off, Ok(Ok(()))) {
+                let error = match signed_off {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "the store did not answer in time".to_owned(),
+                };
+                tracing::warn!(%error, "could not sign off; the others take this scheduler's buckets when its heartbeat lapses");
+            }
         }
     }
 
@@ -206,7 +259,11 @@ impl Scheduler {
     async fn release_own_claims(&self, shutdown: &mut watch::Receiver<bool>) {
         while !*shutdown.borrow() {
             let p = ReleaseInstanceClaims { instance: self.instance.clone(), policies: self.policies.clone() };
-            match self.store.release_instance_claims(p).await {
+            let released = tokio::select! {
+                r = self.store.release_instance_claims(p) => r,
+                _ = stopping(shutdown) => return,
+            };
+            match released {
                 Ok(r) => {
                     if r.retried + r.gave_up > 0 {
                         tracing::info!(
@@ -219,7 +276,10 @@ impl Scheduler {
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "could not release steps held before a restart; trying again");
-                    sleep(STORE_RETRY).await;
+                    tokio::select! {
+                        _ = sleep(STORE_RETRY) => {}
+                        _ = stopping(shutdown) => return,
+                    }
                 }
             }
         }
@@ -284,7 +344,9 @@ impl Scheduler {
 
     /// Drains the reply channel into batches, one transaction each. A batch that cannot be
     /// written for a passing reason is tried again, not dropped: a step done but never recorded
-    /// would run again for nothing.
+    /// would run again for nothing. Except at shutdown: once its write deadline passes, what is
+    /// not written is dropped (a store that is down must not hold the process for ever); those
+    /// steps' leases lapse and the supervisor takes them back.
     ///
     /// Once a batch is recorded its slots are free. The writer rings the scheduler when it waits
     /// for slots (`waiting`), when a reply may have queued work (a next step, a retry: any reply
@@ -296,6 +358,7 @@ impl Scheduler {
         self: Arc<Self>,
         rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Pending>>>,
         waiting: Arc<AtomicBool>,
+        mut deadline: watch::Receiver<Option<Instant>>,
     ) {
         loop {
             // One writer takes a batch at a time; it writes while another takes the next.
@@ -322,7 +385,24 @@ impl Scheduler {
                     replies: batch.clone(),
                     policies: self.policies.clone(),
                 };
-                match self.store.record_replies(p).await {
+                let past_deadline = deadline.borrow().is_some_and(|d| Instant::now() >= d);
+                let recorded = if past_deadline {
+                    None
+                } else {
+                    tokio::select! {
+                        r = self.store.record_replies(p) => Some(r),
+                        _ = write_deadline_passed(&mut deadline) => None,
+                    }
+                };
+                let Some(recorded) = recorded else {
+                    tracing::warn!(
+                        replies = batch.len(),
+                        "shutdown: replies not recorded in time are dropped; their leases lapse and the steps run again"
+                    );
+                    Metrics::add(&self.metrics.dropped_replies, batch.len() as u64);
+                    break;
+                };
+                match recorded {
                     Ok(outcomes) => {
                         self.count(&batch, &outcomes);
                         queued = outcomes.iter().any(|o| match o {
@@ -336,7 +416,10 @@ impl Scheduler {
                     Err(e) if e.is_transient() || tries < 5 => {
                         tries += 1;
                         tracing::warn!(error = %e, tries, "recording replies failed; trying again");
-                        sleep(STORE_RETRY * tries.min(10)).await;
+                        tokio::select! {
+                            _ = sleep(STORE_RETRY * tries.min(10)) => {}
+                            _ = write_deadline_passed(&mut deadline) => {}
+                        }
                     }
                     Err(e) => {
                         // Not a passing fault: these leases will lapse and the steps run again.

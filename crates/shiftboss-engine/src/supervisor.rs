@@ -200,50 +200,63 @@ impl Supervisor {
                 }
                 _ = shutdown.changed() => break,
             }
-            let now = Instant::now();
-            let mut ran = false;
-            if sweep.next <= now {
-                ran = true;
-                let next = match self.sweep().await {
-                    Ok((_, Some(s))) => {
-                        // Work due (or overdue) to be claimed: a claim, then a complete-by, follows.
-                        let due = s.next_due.map(|d| d.max(s.now));
-                        at_store_time(&s.now, [s.next_complete_by, due])
-                    }
-                    // Not the leader: try for the lease again within a third of its life.
-                    Ok((_, None)) => Some(Instant::now() + renew.min(sweep.idle)),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "supervisor sweep failed; trying again next interval");
-                        Some(now)
-                    }
-                };
-                sweep.ran(now, next);
-            }
-            if reconcile.next <= now {
-                ran = true;
-                let next = match self.reconcile().await {
-                    Ok(Some(r)) => at_store_time(&r.now, [r.next_at]),
-                    Ok(None) => Some(Instant::now() + renew.min(reconcile.idle)),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "reconciler pass failed; trying again next interval");
-                        Some(now)
-                    }
-                };
-                reconcile.ran(now, next);
-            }
-            if archiving && archive.next <= now {
-                ran = true;
-                if let Err(e) = self.archive_once().await {
-                    tracing::warn!(error = %e, "archiver pass failed; trying again next interval");
+            // The duties' store calls race the shutdown: one that hangs on a store that is down
+            // must not hold the process. A call dropped mid-flight commits or not; the sweep, the
+            // reconciler and the archiver are fenced by the leader's term either way.
+            let duties = async {
+                let now = Instant::now();
+                let mut ran = false;
+                if sweep.next <= now {
+                    ran = true;
+                    let next = match self.sweep().await {
+                        Ok((_, Some(s))) => {
+                            // Work due (or overdue) to be claimed: a claim, then a complete-by, follows.
+                            let due = s.next_due.map(|d| d.max(s.now));
+                            at_store_time(&s.now, [s.next_complete_by, due])
+                        }
+                        // Not the leader: try for the lease again within a third of its life.
+                        Ok((_, None)) => Some(Instant::now() + renew.min(sweep.idle)),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "supervisor sweep failed; trying again next interval");
+                            Some(now)
+                        }
+                    };
+                    sweep.ran(now, next);
                 }
-                archive.ran(now, None);
-            }
-            if !ran && let Err(e) = self.elector.ensure().await {
-                tracing::warn!(error = %e, "leader lease renewal failed; trying again next interval");
-                renew_not_before = Instant::now() + sweep.gap;
+                if reconcile.next <= now {
+                    ran = true;
+                    let next = match self.reconcile().await {
+                        Ok(Some(r)) => at_store_time(&r.now, [r.next_at]),
+                        Ok(None) => Some(Instant::now() + renew.min(reconcile.idle)),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "reconciler pass failed; trying again next interval");
+                            Some(now)
+                        }
+                    };
+                    reconcile.ran(now, next);
+                }
+                if archiving && archive.next <= now {
+                    ran = true;
+                    if let Err(e) = self.archive_once().await {
+                        tracing::warn!(error = %e, "archiver pass failed; trying again next interval");
+                    }
+                    archive.ran(now, None);
+                }
+                if !ran && let Err(e) = self.elector.ensure().await {
+                    tracing::warn!(error = %e, "leader lease renewal failed; trying again next interval");
+                    renew_not_before = Instant::now() + sweep.gap;
+                }
+            };
+            tokio::select! {
+                _ = duties => {}
+                _ = shutdown.wait_for(|s| *s) => break,
             }
         }
-        self.elector.resign().await;
+        // A resignation lets another supervisor lead at once; past the lease's life it is
+        // pointless (the lease has lapsed), and the store may not answer at all.
+        if tokio::time::timeout(self.config.leader_ttl, self.elector.resign()).await.is_err() {
+            tracing::warn!("could not resign the leader lease in time; it will lapse");
+        }
     }
 }
 

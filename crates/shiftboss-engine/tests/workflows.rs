@@ -4,8 +4,8 @@
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use shiftboss_conductor::from_conductor;
 use shiftboss_core::workflow::WorkflowDef;
-use shiftboss_core::workflow::conductor::from_conductor;
 use shiftboss_core::{InstanceId, TaskId, TaskState};
 use shiftboss_engine::agent::{Agent, AgentCall, AgentError};
 use shiftboss_engine::{Engine, EngineConfig, Roles};

@@ -7,4 +7,5 @@ pub mod commands;
 pub mod config;
 pub mod demo;
 pub mod fake_services;
+pub mod instance;
 pub mod target;

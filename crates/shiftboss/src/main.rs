@@ -78,7 +78,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    let result = runtime.block_on(run(cli));
+    // Dropping the runtime would wait for ever for blocking threads (a SQLite call held by another
+    // process's lock, a read of standard input): a command that is done does not wait for them.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {

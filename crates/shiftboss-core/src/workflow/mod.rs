@@ -4,7 +4,6 @@
 //! must satisfy (errors name the place, as `steps[1].branches[0][2].agent`), [`parse`] reading
 //! JSON and YAML.
 
-pub mod conductor;
 #[cfg(test)]
 #[path = "tests.rs"]
 mod format_tests;

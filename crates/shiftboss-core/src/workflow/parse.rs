@@ -48,6 +48,10 @@ pub fn from_yaml<T: DeserializeOwned>(text: &str) -> Result<T, DefinitionError> 
         let place = e.location().map(|l| format!("line {} column {}", l.line(), l.column()));
         err(place.unwrap_or_else(|| "document".into()), e.to_string())
     })?;
+    // Blank, or only comments: say so rather than name the type that null is not.
+    if value.is_null() {
+        return Err(err("document", "empty: it holds no definition"));
+    }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         err(if path == "." { "document".into() } else { path }, e.into_inner().to_string())

@@ -380,3 +380,11 @@ fn workflow_level_rules_name_their_field() {
     assert_eq!(def(json!({"steps": []})).unwrap_err().path, "steps");
     assert!(def(json!({"description": "fine"})).is_ok());
 }
+
+#[test]
+fn an_empty_document_says_so() {
+    for text in ["", "   \n", "# only a comment\n", "---\n"] {
+        let e = WorkflowDef::from_text(text).unwrap_err();
+        assert_eq!((e.path.as_str(), e.problem.as_str()), ("document", "empty: it holds no definition"), "{text:?}");
+    }
+}

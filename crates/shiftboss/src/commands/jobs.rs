@@ -17,8 +17,8 @@ pub enum JobsCommand {
     /// Enqueue a job: run HANDLER (an agent type) with PARAMS until it succeeds, on a retry schedule.
     Enqueue {
         handler: String,
-        /// The handler's parameters, a JSON object.
-        #[arg(long, default_value = "{}")]
+        /// The handler's parameters, a JSON object: the text itself, @FILE, or @- for standard input.
+        #[arg(long, default_value = "{}", value_name = "JSON|@FILE|@-")]
         params: String,
         /// A unique key: enqueueing it again gives back the same job.
         #[arg(long)]
@@ -37,7 +37,8 @@ pub enum JobsCommand {
         /// The complete-by window of each try.
         #[arg(long, value_parser = humantime::parse_duration)]
         timeout: Option<Duration>,
-        #[arg(long, default_value_t = 0)]
+        /// Among due jobs, claims take those of higher priority first; negative runs after the default.
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         priority: i32,
         /// The load-balance number (0-255); the config's balance strategy picks one otherwise.
         #[arg(long, value_parser = clap::value_parser!(u16).range(0..256))]
@@ -149,7 +150,7 @@ impl JobsCommand {
                 priority,
                 bucket,
             } => {
-                let params: serde_json::Value = serde_json::from_str(&params).context("--params must be JSON")?;
+                let params = super::json_arg::read("--params", &params)?;
                 let retry = match (intervals, max_tries) {
                     (Some(intervals), _) => Some(RetryPolicy::Intervals { intervals, max_failures: None }),
                     (None, Some(tries)) => Some(RetryPolicy::Fixed { delay: every, max_failures: tries }),
@@ -180,7 +181,7 @@ impl JobsCommand {
                 } else {
                     print_job(&job);
                     for e in &events {
-                        println!("  {} {} by {} {}", e.at, e.kind, e.actor, e.detail);
+                        println!("  {} {} by {} {}", e.at, e.kind, e.actor, super::event_text::detail(&e.detail));
                     }
                 }
             }

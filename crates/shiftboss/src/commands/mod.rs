@@ -1,6 +1,8 @@
 //! Operator commands.
 
+pub mod event_text;
 pub mod jobs;
+pub mod json_arg;
 pub mod migrate;
 pub mod serve;
 pub mod steps;

@@ -5,14 +5,16 @@ use crate::config::{FileConfig, Role};
 use crate::target::DbTarget;
 use anyhow::{Context, bail};
 use clap::Args;
-use shiftboss_core::InstanceId;
 use shiftboss_engine::{BucketPolicy, Engine, EngineConfig, HttpAgent, PollMode, Roles};
 use std::time::Duration;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// This process's instance id: unique per process, stable across its restarts, so that a
-    /// restarted scheduler takes back the steps it held. Default: the host name.
+    /// restarted scheduler takes back the steps it held. A second serve process on this host and
+    /// store under the same id is refused. Default: the host name, or HOST-2, HOST-3... when
+    /// another serve process on this host and store runs under it.
     #[arg(long, env = "SHIFTBOSS_INSTANCE_ID")]
     instance_id: Option<String>,
     /// The roles to run (comma-separated).
@@ -90,16 +92,6 @@ fn parse_agent(s: &str) -> Result<(String, String), String> {
     let (name, url) = s.split_once('=').ok_or_else(|| format!("{s:?}: use NAME=URL"))?;
     shiftboss_core::workflow::check_name("agent", name).map_err(|e| e.to_string())?;
     Ok((name.to_owned(), url.to_owned()))
-}
-
-/// The default instance id: the host name, which is stable across restarts.
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "shiftboss".into())
 }
 
 impl ServeArgs {
@@ -202,9 +194,14 @@ impl ServeArgs {
         if !config.roles.scheduler && !config.roles.supervisor {
             bail!("--roles names no role: use scheduler, supervisor or both");
         }
-        let id = self.instance_id.clone().or_else(|| file.instance_id.clone()).unwrap_or_else(host_name);
-        let instance = InstanceId::new(id)?;
         let store = db.open(true).await?;
+        // Held until this function returns: no other serve process on this host takes the id
+        // (and releases this one's claims) while this one lives.
+        let hold = crate::instance::hold(db, self.instance_id.clone().or_else(|| file.instance_id.clone()))?;
+        if let Some(note) = &hold.note {
+            eprintln!("shiftboss serve: note: {note}");
+        }
+        let instance = hold.id.clone();
         let mut builder = Engine::builder(store, instance.clone()).agent("http", HttpAgent::new());
         if let Some(p) = &file.retry {
             builder = builder.default_retry(p.clone());
@@ -230,18 +227,32 @@ impl ServeArgs {
             if roles.scheduler { " scheduler" } else { "" },
             if roles.supervisor { " supervisor" } else { "" }
         );
+        // Listening from before the roles start, so that no signal falls between two listeners.
+        let mut signals = Signals::new().context("listening for SIGTERM and SIGINT")?;
         let running = engine.start();
         if self.stop_when_stdin_closes {
             tokio::select! {
-                _ = shutdown_signal() => {}
+                _ = signals.next() => {}
                 _ = stdin_closed() => {}
             }
         } else {
-            shutdown_signal().await;
+            signals.next().await;
         }
-        eprintln!("shiftboss serve: stopping (running steps get their grace period)");
-        running.shutdown().await;
-        Ok(())
+        eprintln!(
+            "shiftboss serve: stopping (running steps get their grace period; a second SIGTERM or Ctrl-C stops at once)"
+        );
+        tokio::select! {
+            _ = running.shutdown() => Ok(()),
+            signal = signals.next() => {
+                // An operator who asks twice wants out now, whatever is left: steps still running
+                // and replies not yet written are left to lapse, as after a crash.
+                eprintln!(
+                    "shiftboss serve: second {}: exiting at once; steps still held come back when their leases lapse",
+                    signal.name()
+                );
+                std::process::exit(signal.exit_code())
+            }
+        }
     }
 }
 
@@ -254,17 +265,45 @@ async fn stdin_closed() {
     .await;
 }
 
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
+/// SIGTERM and SIGINT, listened to once for the whole run: the first asks for a graceful stop,
+/// the second for an immediate one.
+struct Signals {
+    term: Signal,
+    int: Signal,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Received {
+    Term,
+    Int,
+}
+
+impl Received {
+    fn name(self) -> &'static str {
+        match self {
+            Received::Term => "SIGTERM",
+            Received::Int => "SIGINT",
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
+    }
+
+    /// 128 + the signal's number, as a shell reports a process ended by it.
+    fn exit_code(self) -> i32 {
+        match self {
+            Received::Term => 128 + 15,
+            Received::Int => 128 + 2,
+        }
+    }
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Signals> {
+        Ok(Signals { term: signal(SignalKind::terminate())?, int: signal(SignalKind::interrupt())? })
+    }
+
+    async fn next(&mut self) -> Received {
+        tokio::select! {
+            _ = self.term.recv() => Received::Term,
+            _ = self.int.recv() => Received::Int,
+        }
     }
 }

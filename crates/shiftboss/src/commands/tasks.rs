@@ -1,5 +1,6 @@
 //! `shiftboss tasks ...`
 
+use super::json_arg;
 use crate::target::DbTarget;
 use anyhow::{Context, bail};
 use clap::Subcommand;
@@ -32,13 +33,17 @@ pub enum TasksCommand {
         /// The task's key: submitting the same key again gives back the same task.
         #[arg(long)]
         key: String,
-        /// The task's input, a JSON object.
-        #[arg(long, default_value = "{}")]
+        /// The task's input, a JSON object: the text itself, @FILE, or @- for standard input.
+        #[arg(long, default_value = "{}", value_name = "JSON|@FILE|@-")]
         input: String,
+        /// The workflow's version to run (default: the newest registered).
         #[arg(long)]
         version: Option<u32>,
-        #[arg(long, default_value_t = 0)]
+        /// The task's priority: among due steps, claims take those of higher priority first (each
+        /// step adds its own `priority` from the definition). Negative numbers run after the default.
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         priority: i32,
+        /// Who starts it, for the event log (default: your login name).
         #[arg(long)]
         actor: Option<String>,
     },
@@ -87,8 +92,8 @@ pub enum TasksCommand {
     Skip {
         task: String,
         step: String,
-        /// The step's output, as JSON.
-        #[arg(long, default_value = "null")]
+        /// The step's output, as JSON: the text itself, @FILE, or @- for standard input.
+        #[arg(long, default_value = "null", value_name = "JSON|@FILE|@-")]
         output: String,
         #[command(flatten)]
         who: Who,
@@ -97,8 +102,9 @@ pub enum TasksCommand {
     Signal {
         task: String,
         name: String,
-        /// The signal's payload, as JSON: the wait step's output.
-        #[arg(long, default_value = "{}")]
+        /// The signal's payload, as JSON (the text itself, @FILE, or @- for standard input): the
+        /// wait step's output.
+        #[arg(long, default_value = "{}", value_name = "JSON|@FILE|@-")]
         data: String,
         #[command(flatten)]
         who: Who,
@@ -157,7 +163,7 @@ impl TasksCommand {
                 }
             }
             TasksCommand::Start { workflow, key, input, version, priority, actor } => {
-                let input = parse_json("--input", &input)?;
+                let input = json_arg::read("--input", &input)?;
                 let actor = actor.unwrap_or_else(super::default_actor);
                 let p = SubmitTask { key: key.clone(), workflow, version, input, priority, actor };
                 let s = store.submit_task(p).await?;
@@ -173,20 +179,16 @@ impl TasksCommand {
                 operate(&*store, &task, who, TaskCommand::Rerun { from }).await?;
             }
             TasksCommand::Skip { task, step, output, who } => {
-                let output = parse_json("--output", &output)?;
+                let output = json_arg::read("--output", &output)?;
                 operate(&*store, &task, who, TaskCommand::Skip { step, output }).await?;
             }
             TasksCommand::Signal { task, name, data, who } => {
-                let payload = parse_json("--data", &data)?;
+                let payload = json_arg::read("--data", &data)?;
                 operate(&*store, &task, who, TaskCommand::Signal { name, payload }).await?;
             }
         }
         Ok(())
     }
-}
-
-fn parse_json(flag: &str, text: &str) -> anyhow::Result<serde_json::Value> {
-    serde_json::from_str(text).with_context(|| format!("{flag} must be JSON"))
 }
 
 /// A task by id, or by key when the text is not a number.
@@ -260,6 +262,6 @@ fn print_detail(d: &TaskDetail) {
     for e in &d.events {
         let step = e.step_id.map(|s| format!(" step {s}")).unwrap_or_default();
         let level = if e.level == shiftboss_core::model::EventLevel::Alert { " ALERT" } else { "" };
-        println!("  {}{level} {}{step} by {} {}", e.at, e.kind, e.actor, e.detail);
+        println!("  {}{level} {}{step} by {} {}", e.at, e.kind, e.actor, super::event_text::detail(&e.detail));
     }
 }

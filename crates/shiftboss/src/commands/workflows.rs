@@ -4,8 +4,8 @@
 use crate::target::DbTarget;
 use anyhow::{Context, bail};
 use clap::Subcommand;
+use shiftboss_conductor as conductor;
 use shiftboss_core::workflow::WorkflowDef;
-use shiftboss_core::workflow::conductor;
 use shiftboss_store::RegisterOutcome;
 use std::path::PathBuf;
 
@@ -89,6 +89,10 @@ impl WorkflowsCommand {
 /// Reads and checks a definition file, in whichever format it is.
 pub fn read_definition(file: &PathBuf, task_defs: &[PathBuf]) -> anyhow::Result<WorkflowDef> {
     let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    if text.trim().is_empty() {
+        // Else the reader sees a document of nothing (YAML's null) and names a type instead.
+        bail!("{}: the file is empty", file.display());
+    }
     if conductor::looks_like_conductor(&text) {
         let mut defs = Vec::new();
         for f in task_defs {

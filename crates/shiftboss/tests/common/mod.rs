@@ -4,6 +4,8 @@
 //! dropped at the end, and `psql` for what the store contract does not show (the leader row).
 #![allow(dead_code)] // each test file uses its own part of this module
 
+pub mod proxy;
+
 use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -151,6 +153,8 @@ pub struct Serve {
     pub poll_interval: &'static str,
     pub supervisor_interval: &'static str,
     pub leader_ttl: &'static str,
+    /// Pass `--instance-id` (on by default); off, the process chooses its own.
+    pub explicit_id: bool,
 }
 
 impl Serve {
@@ -164,7 +168,14 @@ impl Serve {
             poll_interval: "50ms",
             supervisor_interval: "100ms",
             leader_ttl: "1s",
+            explicit_id: true,
         }
+    }
+
+    /// No `--instance-id`: the process takes its default (`instance` only names its log).
+    pub fn default_instance_id(mut self) -> Serve {
+        self.explicit_id = false;
+        self
     }
 
     pub fn service(mut self, url: &str) -> Serve {
@@ -187,7 +198,10 @@ impl Serve {
         let log = logs.join(format!("{}-{}.log", self.instance, fastrand::u32(..)));
         let file = std::fs::File::create(&log).unwrap();
         let mut c = bin();
-        c.arg("--db").arg(&self.db).args(["serve", "--instance-id", &self.instance]);
+        c.arg("--db").arg(&self.db).arg("serve");
+        if self.explicit_id {
+            c.args(["--instance-id", &self.instance]);
+        }
         if let Some(url) = &self.service {
             c.args(["--agent", &format!("svc={url}")]);
         }
@@ -233,6 +247,34 @@ impl ServeProc {
         let mut c = self.child.take().expect("running");
         Command::new("kill").args(["-TERM", &c.id().to_string()]).status().unwrap();
         c.wait().unwrap()
+    }
+
+    /// Sends a signal (`TERM`, `INT`...) without waiting for anything.
+    pub fn signal(&self, sig: &str) {
+        let pid = self.pid().to_string();
+        assert!(Command::new("kill").args([&format!("-{sig}"), &pid]).status().unwrap().success(), "kill -{sig}");
+    }
+
+    /// Waits for the process to exit by itself, for at most `within`; None if it is still running.
+    pub async fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
+        let give_up = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.as_mut().expect("running").try_wait().unwrap() {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= give_up {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// The instance id the process announced at start (`shiftboss serve: instance ID on ...`).
+    pub fn announced_instance(&self) -> Option<String> {
+        let log = self.log();
+        let line = log.lines().find(|l| l.starts_with("shiftboss serve: instance ") && l.contains(", roles:"))?;
+        line.trim_start_matches("shiftboss serve: instance ").split_once(" on ").map(|(id, _)| id.to_owned())
     }
 
     /// The process is still running (it did not exit by itself).

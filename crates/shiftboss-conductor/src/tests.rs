@@ -1,5 +1,5 @@
 //! Unit tests of the Conductor importer's pieces; whole documents are tested in
-//! `crates/shiftboss-core/tests/conductor.rs`.
+//! `tests/conductor.rs`.
 
 use super::document::is_empty;
 use super::durations::{parse_duration, parse_until};
@@ -8,9 +8,9 @@ use super::importer::{Importer, RefInfo};
 use super::javascript::translate_js;
 use super::task_def::{MAX_RETRIES, retry_policy};
 use super::task_type::Type;
-use crate::expr::Expr;
-use crate::retry::RetryDecision;
 use serde_json::{Map, Value, json};
+use shiftboss_core::expr::Expr;
+use shiftboss_core::retry::RetryDecision;
 use std::time::Duration;
 
 fn no_paths(root: &str, segs: &[Seg]) -> Result<String, String> {
@@ -115,7 +115,7 @@ fn templates_keep_text_and_escapes_and_rewrite_references() {
     // What comes out parses as our template and renders as Conductor would.
     let out = t(&mut imp, "$${x} costs ${charge.output.amount}").unwrap();
     let scope: Map<String, Value> = [("charge".to_owned(), json!({"output": {"amount": 5}}))].into_iter().collect();
-    assert_eq!(crate::expr::render(&Value::String(out), &scope).unwrap(), json!("${x} costs 5"));
+    assert_eq!(shiftboss_core::expr::render(&Value::String(out), &scope).unwrap(), json!("${x} costs 5"));
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Validation errors of the mapped definition, reported at the Conductor place they came from.
 
 use super::importer::Importer;
-use crate::workflow::{DefinitionError, err};
+use crate::err;
+use shiftboss_core::workflow::DefinitionError;
 
 impl Importer {
     /// A validation error of the mapped definition, at the Conductor place it came from.

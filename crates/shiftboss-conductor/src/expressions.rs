@@ -3,8 +3,9 @@
 
 use super::importer::Importer;
 use super::task_type::Type;
-use crate::workflow::{DefinitionError, err};
+use crate::err;
 use serde_json::{Map, Value};
+use shiftboss_core::workflow::DefinitionError;
 
 /// One step of a path after its root: `.name`, `['name']` or `[3]`.
 #[derive(Debug, Clone, PartialEq)]

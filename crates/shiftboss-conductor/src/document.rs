@@ -1,9 +1,10 @@
 //! Reading the Conductor JSON documents: the workflow text, a bundle's parts, and the typed fields
 //! of its objects, with errors at the place in the document.
 
-use crate::workflow::parse::MAX_DEFINITION_BYTES;
-use crate::workflow::{DefinitionError, err};
+use crate::err;
 use serde_json::{Map, Value};
+use shiftboss_core::workflow::DefinitionError;
+use shiftboss_core::workflow::parse::MAX_DEFINITION_BYTES;
 
 pub(super) fn read_json(text: &str, prefix: &str) -> Result<Value, DefinitionError> {
     if text.len() > MAX_DEFINITION_BYTES {

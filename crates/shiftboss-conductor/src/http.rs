@@ -3,8 +3,9 @@
 
 use super::document::{is_empty, opt_str};
 use super::importer::Importer;
-use crate::workflow::{DefinitionError, StepDef, err};
+use crate::err;
 use serde_json::{Map, Value, json};
+use shiftboss_core::workflow::{DefinitionError, StepDef};
 
 impl Importer {
     pub(super) fn http(

@@ -2,7 +2,7 @@
 //! language.
 
 use super::expressions::{Seg, render_conductor, string_literal};
-use crate::expr::Expr;
+use shiftboss_core::expr::Expr;
 
 /// Gives our expression text for a JavaScript `$.root...` path, or why it cannot.
 pub(super) type Resolver<'a> = dyn FnMut(&str, &[Seg]) -> Result<String, String> + 'a;

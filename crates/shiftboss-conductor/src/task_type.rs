@@ -1,8 +1,9 @@
 //! The Conductor task types the importer knows, read from a task's `type`.
 
 use super::document::opt_str;
-use crate::workflow::{DefinitionError, err};
+use crate::err;
 use serde_json::{Map, Value};
+use shiftboss_core::workflow::DefinitionError;
 
 /// The Conductor task types the importer maps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

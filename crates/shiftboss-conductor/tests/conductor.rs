@@ -3,12 +3,12 @@
 //! mapped is refused at the right place.
 
 use serde_json::{Value, json};
+use shiftboss_conductor::{
+    AgentLimits, ConductorImport, from_conductor, from_conductor_with_tasks, looks_like_conductor,
+};
 use shiftboss_core::decider::memory::MemoryTask;
 use shiftboss_core::decider::{ChildTask, StepView, TaskMove};
 use shiftboss_core::retry::{RetryDecision, RetryPolicy};
-use shiftboss_core::workflow::conductor::{
-    AgentLimits, ConductorImport, from_conductor, from_conductor_with_tasks, looks_like_conductor,
-};
 use shiftboss_core::workflow::{EndStatus, OnTimeout, StepDef, StepKind, WorkflowDef};
 use shiftboss_core::{StepState, TaskState, Timestamp};
 use std::time::Duration;

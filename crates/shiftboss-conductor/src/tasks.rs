@@ -5,8 +5,9 @@ use super::document::{is_empty, opt_bool, opt_str, opt_u64};
 use super::durations::{parse_duration, parse_until};
 use super::importer::Importer;
 use super::task_type::Type;
-use crate::workflow::{DefinitionError, EndStatus, MAX_TASK_TIMEOUT, StepDef, StepKind, check_name, err};
+use crate::err;
 use serde_json::{Map, Value, json};
+use shiftboss_core::workflow::{DefinitionError, EndStatus, MAX_TASK_TIMEOUT, StepDef, StepKind, check_name};
 
 // Field lists: what the importer reads of every task, and the fields of one task type.
 const TASK_READ: &[&str] = &[

@@ -1,6 +1,9 @@
 //! Importing Netflix Conductor definitions: a Conductor `WorkflowDef` (JSON), and optionally the
-//! `TaskDef`s of its tasks, become one of our [`WorkflowDef`]s, checked by
+//! `TaskDef`s of its tasks, become one of shiftboss-core's [`WorkflowDef`]s, checked by
 //! [`WorkflowDef::validate`].
+//!
+//! A crate of its own over the core: the core holds the domain, and Conductor's vocabulary (and,
+//! as they come, the mapping of its APIs) grows here without growing what every crate compiles.
 //!
 //! # API
 //!
@@ -137,12 +140,17 @@ mod tasks;
 #[cfg(test)]
 mod tests;
 
-use crate::workflow::parse::MAX_DEFINITION_BYTES;
-use crate::workflow::{DefinitionError, WorkflowDef};
 use document::{read_json, split_bundle};
 use importer::Importer;
 use serde::Serialize;
 use serde_json::Value;
+use shiftboss_core::workflow::parse::MAX_DEFINITION_BYTES;
+use shiftboss_core::workflow::{DefinitionError, WorkflowDef};
+
+/// An error at a place of the Conductor document (the core's constructor is its own).
+pub(crate) fn err(path: impl Into<String>, problem: impl Into<String>) -> DefinitionError {
+    DefinitionError { path: path.into(), problem: problem.into() }
+}
 
 /// A Conductor definition read into ours.
 #[derive(Debug, Clone, PartialEq)]

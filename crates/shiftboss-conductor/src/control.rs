@@ -5,9 +5,10 @@ use super::expressions::{Seg, parse_ref, string_literal, wrap_expr};
 use super::importer::Importer;
 use super::javascript::{JsBound, js_note, translate_js};
 use super::task_type::Type;
-use crate::workflow::validate::MAX_ITERATIONS_CAP;
-use crate::workflow::{DEFAULT_MAX_ITERATIONS, DefinitionError, StepDef, err};
+use crate::err;
 use serde_json::{Map, Value};
+use shiftboss_core::workflow::validate::MAX_ITERATIONS_CAP;
+use shiftboss_core::workflow::{DEFAULT_MAX_ITERATIONS, DefinitionError, StepDef};
 use std::collections::BTreeSet;
 
 impl Importer {

@@ -4,8 +4,9 @@
 use super::document::{is_empty, list_of, opt_str, opt_u64};
 use super::task_type::Type;
 use super::{AgentLimits, ConductorImport};
-use crate::workflow::{DefinitionError, MAX_TASK_TIMEOUT, StepDef, WorkflowDef, check_name, err};
+use crate::err;
 use serde_json::{Map, Value};
+use shiftboss_core::workflow::{DefinitionError, MAX_TASK_TIMEOUT, StepDef, WorkflowDef, check_name};
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 

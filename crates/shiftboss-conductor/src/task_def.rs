@@ -3,9 +3,10 @@
 use super::AgentLimits;
 use super::document::{is_empty, opt_str, opt_u64};
 use super::importer::Importer;
-use crate::retry::RetryPolicy;
-use crate::workflow::{DefinitionError, MAX_STEP_TIMEOUT, OnTimeout, StepDef, err};
+use crate::err;
 use serde_json::{Map, Value};
+use shiftboss_core::retry::RetryPolicy;
+use shiftboss_core::workflow::{DefinitionError, MAX_STEP_TIMEOUT, OnTimeout, StepDef};
 use std::time::Duration;
 
 /// A TaskDef and the place it was given at.

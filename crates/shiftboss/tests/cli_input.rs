@@ -1,0 +1,170 @@
+//! What an operator gives the command line and reads back (issue 25 item 2): every flag of
+//! `tasks start` explained, JSON flags that take `@FILE` and `@-`, times in event details shown
+//! like every other time, and an empty definition file called empty.
+
+use shiftboss_core::InstanceId;
+use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_sqlite::{OpenOptions, SqliteStore};
+use shiftboss_store::{ClaimDueSteps, Store, SubmitTask};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn bin(db: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_shiftboss"));
+    c.env_remove("SHIFTBOSS_DB").env_remove("SHIFTBOSS_CONFIG").stdin(Stdio::null()).arg("--db").arg(db);
+    c
+}
+
+fn run(db: &Path, args: &[&str]) -> Output {
+    bin(db).args(args).output().expect("the binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn ok(db: &Path, args: &[&str]) -> String {
+    let o = run(db, args);
+    assert!(o.status.success(), "shiftboss {args:?} failed: {}", text(&o));
+    text(&o)
+}
+
+fn refused(db: &Path, args: &[&str]) -> String {
+    let o = run(db, args);
+    assert!(!o.status.success(), "shiftboss {args:?} should fail: {}", text(&o));
+    text(&o)
+}
+
+fn show(db: &Path, task: &str) -> serde_json::Value {
+    serde_json::from_str(&ok(db, &["tasks", "show", task, "--json"])).unwrap()
+}
+
+fn file(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+fn at(p: &Path) -> String {
+    format!("@{}", p.display())
+}
+
+const GATE: &str = r#"
+name: gate
+steps:
+  - name: approval
+    kind: wait
+    signal: approve
+  - name: done
+    kind: terminate
+    status: completed
+    output: {by: "${approval.output.by}"}
+"#;
+
+#[test]
+fn every_flag_of_tasks_start_is_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let help = ok(&dir.path().join("s.db"), &["tasks", "start", "--help"]);
+    for flag in ["--key", "--input", "--version", "--priority", "--actor"] {
+        let line =
+            help.lines().find(|l| l.trim_start().starts_with(flag)).unwrap_or_else(|| panic!("no {flag} in:\n{help}"));
+        let after_placeholder = line.trim_start().split_once("  ").map_or("", |(_, rest)| rest.trim());
+        assert!(!after_placeholder.is_empty(), "{flag} has no help text:\n{help}");
+    }
+    assert!(help.contains("@FILE"), "--input says it takes @FILE:\n{help}");
+}
+
+#[test]
+fn json_flags_take_a_file_or_standard_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    ok(&db, &["workflows", "apply", file(dir.path(), "gate.yaml", GATE).to_str().unwrap()]);
+
+    // Larger than Linux lets one command-line argument be (128 KiB).
+    let blob = "x".repeat(300_000);
+    let input = file(dir.path(), "input.json", &serde_json::json!({"blob": blob}).to_string());
+    ok(&db, &["tasks", "start", "gate", "--key", "big", "--input", &at(&input)]);
+    assert_eq!(show(&db, "big")["task"]["input"]["blob"].as_str().map(str::len), Some(300_000));
+
+    let mut child = bin(&db)
+        .args(["tasks", "start", "gate", "--key", "piped", "--input", "@-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(br#"{"from": "stdin"}"#).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(show(&db, "piped")["task"]["input"]["from"], "stdin");
+
+    let answer = file(dir.path(), "answer.json", r#"{"ok": true, "by": "ann"}"#);
+    ok(&db, &["tasks", "signal", "big", "approve", "--data", &at(&answer)]);
+    let big = show(&db, "big");
+    assert_eq!((big["task"]["state"].as_str(), &big["task"]["output"]["by"]), (Some("completed"), &"ann".into()));
+
+    let params = file(dir.path(), "params.json", r#"{"to": "ann@example.com"}"#);
+    let out = ok(&db, &["jobs", "enqueue", "mail", "--params", &at(&params), "--key", "mail-1"]);
+    assert!(out.contains("enqueued"), "{out}");
+
+    // What goes wrong names the flag and the file.
+    let empty = file(dir.path(), "empty.json", "\n");
+    let e = refused(&db, &["tasks", "signal", "piped", "approve", "--data", &at(&empty)]);
+    assert!(e.contains("--data") && e.contains(&format!("{} is empty", empty.display())), "{e}");
+    let e = refused(&db, &["tasks", "start", "gate", "--key", "k", "--input", "@/no/such/input.json"]);
+    assert!(e.contains("/no/such/input.json"), "{e}");
+}
+
+#[tokio::test]
+async fn tasks_show_prints_times_in_event_details_as_rfc3339() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    {
+        let store = SqliteStore::open(&db, &OpenOptions::default()).unwrap();
+        let wf = WorkflowDef::from_json(r#"{"name":"one","steps":[{"name":"a","agent":"svc"}]}"#).unwrap();
+        store.register_workflow(&wf).await.unwrap();
+        let t = SubmitTask {
+            key: "claimed".into(),
+            workflow: "one".into(),
+            version: None,
+            input: serde_json::json!({}),
+            priority: 0,
+            actor: "test".into(),
+        };
+        store.submit_task(t).await.unwrap();
+        // A claim writes a `step.claimed` event whose detail holds its complete-by.
+        let p = ClaimDueSteps {
+            instance: InstanceId::new("tester").unwrap(),
+            limit: 1,
+            agents: vec!["svc".into()],
+            buckets: None,
+            domains: Vec::new(),
+            limits: Vec::new(),
+        };
+        assert_eq!(store.claim_due_work(p).await.unwrap().steps.len(), 1);
+    }
+    let out = ok(&db, &["tasks", "show", "claimed"]);
+    let claimed = out.lines().find(|l| l.contains("step.claimed")).unwrap_or_else(|| panic!("no claim in:\n{out}"));
+    let stored = show(&db, "claimed")["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "step.claimed")
+        .map(|e| e["detail"]["complete_by"].as_i64().expect("--json keeps the stored milliseconds"))
+        .unwrap();
+    let rfc3339 = shiftboss_core::Timestamp(stored).to_string();
+    assert!(claimed.contains(&format!("\"complete_by\":\"{rfc3339}\"")), "complete_by as {rfc3339}: {claimed}");
+}
+
+#[test]
+fn an_empty_definition_file_is_called_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    for (name, body) in [("empty.yaml", ""), ("blank.json", "  \n\n")] {
+        let f = file(dir.path(), name, body);
+        let e = refused(&db, &["workflows", "apply", f.to_str().unwrap()]);
+        assert!(e.contains(&format!("{}: the file is empty", f.display())), "{e}");
+        assert!(!e.contains("invalid type"), "{e}");
+    }
+}
