@@ -3,7 +3,7 @@
 //!
 //! Built only with the cargo feature `fault-injection`, which the lab turns on and the product
 //! leaves off: without it, [`reached`] is an empty inline function, the points cost nothing, and
-//! this crate has no `libc` and no `unsafe`. The points themselves (one call each in the engine's
+//! this crate does not depend on rustix's process calls. The points themselves (one call each in the engine's
 //! runtime and reply writer and in each store's write transaction) stay in the code either way.
 //!
 //! With the feature, it is inert unless `SHIFTBOSS_FAULT` is set when the process starts, as
@@ -95,10 +95,7 @@ mod armed {
         if a.point == point && a.seen.fetch_add(1, Ordering::SeqCst) + 1 == a.at {
             // SIGKILL to ourselves: no destructor, no flush, no rollback by us; the kernel closes
             // the sockets and files, as for a crash or `kill -9`.
-            // SAFETY: kill(2) with our own pid and a valid signal number has no memory effects.
-            unsafe {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
+            let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
         }
     }
 }

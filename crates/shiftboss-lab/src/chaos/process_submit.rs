@@ -78,7 +78,7 @@ pub fn submit(
                 acks.push(TaskId(id));
                 break;
             }
-            if out.status.signal() == Some(libc::SIGKILL) {
+            if out.status.signal() == Some(rustix::process::Signal::KILL.as_raw()) {
                 f.killed += u64::from(!killed_before);
                 killed_before = true;
                 continue;

@@ -7,12 +7,15 @@
 //! `--stop-when-stdin-closes`, so no worker outlives the harness, however the harness ends.
 
 use anyhow::Context;
+use rustix::process::Signal;
 use shiftboss_store::fault::{FAULT_ENV, FaultPoint};
 use std::fs::OpenOptions;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+const SIGKILL: i32 = Signal::KILL.as_raw();
 
 /// What a worker process is doing now, as far as the harness knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,12 +123,10 @@ impl Worker {
         Ok(())
     }
 
-    fn signal(&self, sig: libc::c_int) {
-        if let Some(pid) = self.pid() {
-            // SAFETY: kill(2) on our own child's pid; no memory effects.
-            unsafe {
-                libc::kill(pid as libc::pid_t, sig);
-            }
+    fn signal(&self, sig: Signal) {
+        if let Some(pid) = self.pid().and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
+            // The child may have died meanwhile: a signal to nobody changes nothing.
+            let _ = rustix::process::kill_process(pid, sig);
         }
     }
 
@@ -140,12 +141,12 @@ impl Worker {
     }
 
     pub fn pause(&mut self, until: Instant) {
-        self.signal(libc::SIGSTOP);
+        self.signal(Signal::STOP);
         self.life = Life::Paused { until };
     }
 
     pub fn resume(&mut self) {
-        self.signal(libc::SIGCONT);
+        self.signal(Signal::CONT);
         self.life = Life::Running;
     }
 
@@ -160,7 +161,7 @@ impl Worker {
 
     fn death(&self, status: ExitStatus) -> Death {
         match (status.signal(), self.armed) {
-            (Some(libc::SIGKILL), Some(point)) => Death::AtPoint(point),
+            (Some(SIGKILL), Some(point)) => Death::AtPoint(point),
             (Some(sig), _) => Death::Unexpected(128 + sig),
             // `shiftboss-lab` (as `shiftboss`) exits 2 after printing an error; a panic exits 101.
             (None, _) if status.code() == Some(2) && self.started_at.elapsed() < Duration::from_secs(15) => {
@@ -189,7 +190,7 @@ impl Drop for Worker {
     fn drop(&mut self) {
         // Reached on an early return: none is left behind.
         if let Some(mut c) = self.child.take() {
-            self.signal(libc::SIGCONT);
+            self.signal(Signal::CONT);
             let _ = c.kill();
             let _ = c.wait();
         }
