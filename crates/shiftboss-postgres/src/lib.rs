@@ -98,6 +98,13 @@ pub struct PgOptions {
     /// How long to wait for a new connection, and for a free one when all are in use, before the
     /// call fails as `Unavailable`.
     pub connect_timeout: Duration,
+    /// How long a connection may go unanswered (data sent and not acknowledged, or keepalive
+    /// probes unanswered) before the client drops it: a statement on a silent network fails then
+    /// instead of waiting for the kernel's retransmissions (about 15 minutes).
+    pub network_timeout: Duration,
+    /// The server ends a session of ours that sits idle inside a transaction this long (a process
+    /// that stopped or lost its network mid-transaction), so that its row locks do not outlive it.
+    pub idle_in_transaction_timeout: Duration,
 }
 
 impl Default for PgOptions {
@@ -107,6 +114,8 @@ impl Default for PgOptions {
             pool_size: 8,
             run_migrations: true,
             connect_timeout: Duration::from_secs(10),
+            network_timeout: Duration::from_secs(30),
+            idle_in_transaction_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -145,7 +154,11 @@ impl PostgresStore {
         migrate::check_schema_name(&opts.schema)?;
         let mut config: tokio_postgres::Config =
             url.parse().map_err(|e| StoreError::InvalidInput(format!("database URL: {e}")))?;
-        let search_path = format!("-c search_path={}", opts.schema);
+        let search_path = format!(
+            "-c search_path={} -c idle_in_transaction_session_timeout={}",
+            opts.schema,
+            opts.idle_in_transaction_timeout.as_millis()
+        );
         let options = match config.get_options() {
             Some(o) if !o.is_empty() => format!("{o} {search_path}"),
             _ => search_path,
@@ -154,6 +167,13 @@ impl PostgresStore {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(opts.connect_timeout);
         }
+        // Bounded waits on a silent network: keepalive probes on an idle connection, and a limit on
+        // unacknowledged data for one that is sending (Linux's TCP_USER_TIMEOUT).
+        config.keepalives(true);
+        config.keepalives_idle(opts.network_timeout / 3);
+        config.keepalives_interval(opts.network_timeout / 9);
+        config.keepalives_retries(3);
+        config.tcp_user_timeout(opts.network_timeout);
         if config.get_application_name().is_none() {
             config.application_name("shiftboss");
         }
