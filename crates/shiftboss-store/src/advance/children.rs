@@ -130,20 +130,6 @@ pub(super) async fn end_children<T: WriteTx>(
     Ok(())
 }
 
-/// Ends a task from outside (an operator's cancel or terminate): its live steps are cancelled,
-/// children too, and its parent, if it has one, is told. The caller holds the task's lock.
-pub async fn end_tree<T: WriteTx>(
-    t: &T,
-    task: TaskId,
-    state: TaskState,
-    actor: &str,
-    detail: Value,
-) -> Result<(), StoreError> {
-    let mut agenda = Agenda::default();
-    agenda.end(End { task, state, detail });
-    agenda.drain(t, actor).await
-}
-
 /// Ends one task of a tree; its children wait in the agenda.
 pub(super) async fn end_one<T: WriteTx>(t: &T, agenda: &mut Agenda, end: End, actor: &str) -> Result<(), StoreError> {
     let End { task, state, detail } = end;

@@ -3,7 +3,7 @@
 //! the held steps; what becomes of each is planned by `lapse` and written here, fenced by the lease
 //! token it was read with, so that each lapse is counted once.
 
-use super::agenda::advance_task;
+use super::decide::advance_task;
 use super::tx::WriteTx;
 use crate::event_kind as ev;
 use crate::lapse::{self, Lapse, LapsePlan, LapsedStep};

@@ -17,11 +17,12 @@
 //! Why a work list rather than recursion: a decide may start a child task (which decides at once),
 //! a child that ends moves its parent, a cancelled step ends its child's whole tree. Recursion in
 //! async code needs a boxed future, and a boxed future must name its auto traits, which a generic
-//! store cannot. So the tasks to decide and the trees to end wait in an [`Agenda`] that one loop
+//! store cannot. So the tasks to decide and the trees to end wait in an agenda (`agenda.rs`) that one loop
 //! drains, a task decided again until it waits on something outside the transaction.
 
 mod agenda;
 mod children;
+mod decide;
 mod expire;
 mod operator;
 mod register;
@@ -29,8 +30,7 @@ mod replies;
 mod submit;
 mod tx;
 
-pub use agenda::{Advanced, advance_task, time_out};
-pub use children::end_tree;
+pub use decide::{Advanced, advance_task, end_tree, time_out};
 pub use expire::{HeldStep, take_back, write_plan};
 pub use operator::{operate_task, resubmit_step};
 pub use register::{definition_text, registered_again};

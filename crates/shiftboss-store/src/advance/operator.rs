@@ -8,6 +8,7 @@
 use super::HELD;
 use super::agenda::{Agenda, End};
 use super::children::{cancel_step, end_children};
+use super::decide::drain;
 use super::tx::WriteTx;
 use crate::StoreError;
 use crate::event_kind as ev;
@@ -124,7 +125,7 @@ pub async fn operate_task<T: WriteTx>(t: &T, p: &OperateTask) -> Result<(), Stor
             agenda.decide(id);
         }
     }
-    agenda.drain(t, &p.actor).await
+    drain(t, &mut agenda, &p.actor).await
 }
 
 /// Writes an operator's plan, sets the task's state, and lets the decider go on.
@@ -160,5 +161,5 @@ async fn carry_out<T: WriteTx>(t: &T, task: TaskId, was: TaskState, plan: Plan, 
         }
     }
     agenda.decide(task);
-    agenda.drain(t, actor).await
+    drain(t, &mut agenda, actor).await
 }

@@ -2,7 +2,7 @@
 //! caller's transaction. Idempotent by key: the same key with the same workflow and input gives
 //! back the existing task, live or archived; with another, a `Conflict`.
 
-use super::agenda::advance_task;
+use super::decide::advance_task;
 use super::tx::{NewTask, WriteTx};
 use crate::event_kind as ev;
 use crate::{StoreError, SubmitTask, Submitted};
