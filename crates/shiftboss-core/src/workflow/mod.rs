@@ -30,10 +30,12 @@ pub const MAX_DEPTH: usize = 16;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkflowDef {
+    /// The workflow's name, which tasks are submitted under (names starting `job:` are reserved).
     pub name: String,
     /// Definitions are immutable per version: a running task keeps the version it started with.
     #[serde(default = "one")]
     pub version: u32,
+    /// For people reading the definition; the engine does not use it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// The retry policy of steps that name none; when absent, the agent's or the deployment's applies.
@@ -51,6 +53,7 @@ pub struct WorkflowDef {
     /// The task's output, a template over `task` and the steps; the last step's output when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<serde_json::Value>,
+    /// The top-level steps, run in order.
     pub steps: Vec<StepDef>,
 }
 
@@ -74,6 +77,7 @@ fn one() -> u32 {
 pub struct DefinitionError {
     /// Where in the definition, as `steps[2].timeout`.
     pub path: String,
+    /// What is wrong there, in words.
     pub problem: String,
 }
 

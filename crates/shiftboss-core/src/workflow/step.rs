@@ -92,8 +92,10 @@ impl OnTimeout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EndStatus {
+    /// The task completes, with the step's output as its own.
     #[default]
     Completed,
+    /// The task fails (and compensates, if its workflow says so).
     Failed,
 }
 
@@ -103,6 +105,7 @@ pub struct StepDef {
     /// Unique within the whole workflow, branches and loops included; expressions reach a step's
     /// input and output by this name (`${charge.output.id}`).
     pub name: String,
+    /// What the step is: an agent call (the default) or a control step.
     #[serde(default, skip_serializing_if = "is_agent")]
     pub kind: StepKind,
 
@@ -124,6 +127,7 @@ pub struct StepDef {
     /// report moving complete-by on, never past the start plus `timeout`.
     #[serde(with = "serde_duration::option", default, skip_serializing_if = "Option::is_none")]
     pub response_timeout: Option<Duration>,
+    /// What the supervisor does when a claim's complete-by passes (retry by default).
     #[serde(default, skip_serializing_if = "is_retry")]
     pub on_timeout: OnTimeout,
     /// This step's own retry policy, before the workflow's, the agent's and the deployment's.
@@ -136,6 +140,7 @@ pub struct StepDef {
     /// `domain_fallback` has passed, after which any scheduler of the agent may.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub domain: Option<String>,
+    /// How long after the step is scheduled its `domain` stops binding it.
     #[serde(with = "serde_duration::option", default, skip_serializing_if = "Option::is_none")]
     pub domain_fallback: Option<Duration>,
     /// The agent step that undoes this one, run when the task is compensated (P7).
@@ -146,12 +151,15 @@ pub struct StepDef {
     /// The expression whose value picks the case (switch), e.g. `${check.output.verdict}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expression: Option<String>,
+    /// The steps of each case, by the expression's value as text.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cases: BTreeMap<String, Vec<StepDef>>,
+    /// The steps run when no case matches.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub default: Vec<StepDef>,
 
     // --- fork ---
+    /// The branches a fork runs side by side, each a list of steps in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub branches: Vec<Vec<StepDef>>,
 
@@ -159,6 +167,7 @@ pub struct StepDef {
     /// Checked after each pass of the body; `${<loop name>.iteration}` counts passes from 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub condition: Option<String>,
+    /// The steps of one pass of a do_while loop.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub body: Vec<StepDef>,
     /// The most passes of the body; a condition still true after the last one fails the task.
@@ -166,6 +175,7 @@ pub struct StepDef {
     pub max_iterations: Option<u32>,
 
     // --- sub_workflow ---
+    /// The workflow a sub_workflow step starts as a child task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflow: Option<String>,
     /// The child's version; the newest registered when the child starts, if absent.
@@ -173,6 +183,7 @@ pub struct StepDef {
     pub workflow_version: Option<u32>,
 
     // --- wait ---
+    /// How long a wait step waits, from when it starts.
     #[serde(with = "serde_duration::option", default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<Duration>,
     /// A template giving the time to wait for: RFC 3339 text, or milliseconds since the epoch.
@@ -183,6 +194,7 @@ pub struct StepDef {
     pub signal: Option<String>,
 
     // --- terminate ---
+    /// How a terminate step ends the task (completed when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<EndStatus>,
     /// The task's output: a template (terminate steps; also the workflow's own `output`).
