@@ -103,6 +103,8 @@ async fn ended_trees(t: &Tx<'_>, roots: &[i64]) -> Result<Vec<i64>, StoreError> 
 /// (`DELETE ... RETURNING *` feeding an INSERT: the tables have the same columns in the same
 /// order); returns the (tasks, steps, events) moved.
 async fn move_rows(t: &Tx<'_>, ids: &[i64], to_history: bool) -> Result<(u64, u64, u64), StoreError> {
+    // Events this transaction recorded must be in the table before its rows move.
+    t.flush_events().await?;
     let mut moved = [0u64; 3];
     // Steps point at their task (a foreign key, checked at the end of each statement): they leave
     // the hot tables before their tasks, and come back after them.

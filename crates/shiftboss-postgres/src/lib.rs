@@ -231,7 +231,7 @@ impl PostgresStore {
         let db = Conn::new(tx.client(), Some(&tx.statement_cache));
         let t = Tx::new(db, self.now_on(&db).await?, &self.inner.defs);
         let out = f(&t).await?;
-        t.notify_if_due(&self.inner.schema).await?;
+        t.finish(&self.inner.schema).await?;
         fault::reached(fault::FaultPoint::BeforeCommit);
         tx.commit().await.map_err(map_err)?;
         fault::reached(fault::FaultPoint::AfterCommit);
@@ -316,7 +316,7 @@ async fn in_schema<T>(
         Ok(now) => {
             let t = Tx::new(db, now, &defs);
             match f(&t).await {
-                Ok(s) => t.notify_if_due(schema).await.map(|()| s),
+                Ok(s) => t.finish(schema).await.map(|()| s),
                 Err(e) => Err(e),
             }
         }

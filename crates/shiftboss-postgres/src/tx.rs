@@ -110,11 +110,25 @@ pub struct Tx<'a> {
     /// The tasks whose rows this transaction holds locked (see `lock`), so that none is locked
     /// twice and a missing lock can be taken where it is found missing.
     pub locked: Mutex<HashSet<TaskId>>,
+    /// Events recorded and not yet inserted: [`Tx::flush_events`] inserts them in one statement,
+    /// in the order recorded, before the commit (and before anything in the transaction reads or
+    /// moves events). One INSERT per event was a round trip each, most of a submission's.
+    events: Mutex<Vec<NewEvent>>,
+}
+
+/// An event waiting for [`Tx::flush_events`].
+struct NewEvent {
+    task: i64,
+    step: Option<i64>,
+    kind: String,
+    level: &'static str,
+    actor: String,
+    detail: String,
 }
 
 impl<'a> Tx<'a> {
     pub fn new(db: Conn<'a>, now: Timestamp, defs: &'a DefCache) -> Tx<'a> {
-        Tx { db, now, defs, due_now: Default::default(), locked: Default::default() }
+        Tx { db, now, defs, due_now: Default::default(), locked: Default::default(), events: Default::default() }
     }
 }
 
@@ -129,15 +143,6 @@ impl Tx<'_> {
     pub fn mark_queued(&self) {
         self.due_now.store(true, std::sync::atomic::Ordering::Relaxed);
     }
-
-    /// Sends the schema's due-work notification if this transaction queued work; PostgreSQL
-    /// delivers it at commit, and drops it on rollback.
-    pub async fn notify_if_due(&self, schema: &str) -> Result<(), StoreError> {
-        if self.due_now.load(std::sync::atomic::Ordering::Relaxed) {
-            self.execute("SELECT pg_notify($1, '')", &[&crate::listen::channel(schema)]).await?;
-        }
-        Ok(())
-    }
 }
 
 impl<'a> Deref for Tx<'a> {
@@ -149,6 +154,7 @@ impl<'a> Deref for Tx<'a> {
 }
 
 impl Tx<'_> {
+    /// Records an event of this transaction; it reaches the table at [`Tx::flush_events`].
     pub async fn event(
         &self,
         task: TaskId,
@@ -158,9 +164,65 @@ impl Tx<'_> {
         actor: &str,
         detail: serde_json::Value,
     ) -> Result<(), StoreError> {
-        self.execute(
-            "INSERT INTO events (task_id, step_id, at, kind, level, actor, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            &[&task.0, &step.map(|s| s.0), &self.now.0, &kind, &level.as_str(), &actor, &detail.to_string()],
+        let e = NewEvent {
+            task: task.0,
+            step: step.map(|s| s.0),
+            kind: kind.to_owned(),
+            level: level.as_str(),
+            actor: actor.to_owned(),
+            detail: detail.to_string(),
+        };
+        self.events.lock().unwrap_or_else(|p| p.into_inner()).push(e);
+        Ok(())
+    }
+
+    /// Inserts the events recorded so far, in the order they were recorded (their ids follow it),
+    /// with one statement. Whatever reads or moves the events table in a write transaction runs it
+    /// first; the commit path runs [`Tx::finish`].
+    pub async fn flush_events(&self) -> Result<(), StoreError> {
+        self.write_events(None).await
+    }
+
+    /// What a write transaction does last before its commit: its events are inserted and, if it
+    /// queued work, the schema's due-work notification is sent (PostgreSQL delivers it at commit
+    /// and drops it on rollback), both in one statement: one round trip where there were two.
+    pub async fn finish(&self, schema: &str) -> Result<(), StoreError> {
+        let notify = self.due_now.load(std::sync::atomic::Ordering::Relaxed);
+        self.write_events(notify.then(|| crate::listen::channel(schema))).await
+    }
+
+    async fn write_events(&self, notify: Option<String>) -> Result<(), StoreError> {
+        let events = std::mem::take(&mut *self.events.lock().unwrap_or_else(|p| p.into_inner()));
+        if events.is_empty() {
+            if let Some(channel) = notify {
+                self.execute("SELECT pg_notify($1, '')", &[&channel]).await?;
+            }
+            return Ok(());
+        }
+        let n = events.len();
+        let (mut tasks, mut steps, mut kinds) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut levels, mut actors, mut details) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        for e in events {
+            tasks.push(e.task);
+            steps.push(e.step);
+            kinds.push(e.kind);
+            levels.push(e.level);
+            actors.push(e.actor);
+            details.push(e.detail);
+        }
+        // A data-modifying WITH runs once whether or not the query reads it; the notification is
+        // sent only when asked for.
+        self.query(
+            "WITH inserted AS (
+                 INSERT INTO events (task_id, step_id, at, kind, level, actor, detail)
+                 SELECT e.task_id, e.step_id, $7, e.kind, e.level, e.actor, e.detail
+                 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
+                      WITH ORDINALITY AS e(task_id, step_id, kind, level, actor, detail, n)
+                 ORDER BY e.n
+             )
+             SELECT pg_notify($8, '') WHERE $8::text IS NOT NULL",
+            &[&tasks, &steps, &kinds, &levels, &actors, &details, &self.now.0, &notify],
         )
         .await?;
         Ok(())

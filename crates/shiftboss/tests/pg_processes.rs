@@ -93,7 +93,10 @@ async fn a_scheduler_killed_and_restarted_under_its_id_releases_its_steps_at_onc
     p1.wait_ready().await;
     p2.wait_ready().await;
     let n = 60;
-    let ids = submit_orders(&store, "2s", n).await;
+    // Leases long enough that the restarted p1 (a new process: start, connect, migrate check)
+    // releases its steps before they lapse even on a loaded machine; with 2 s, a restart slowed by
+    // a parallel build let the other supervisor expire one first (seen once in CI).
+    let ids = submit_orders(&store, "6s", n).await;
 
     let held = kill_while_holding(&store, &schema, &mut p1, n).await;
     let killed_at = Instant::now();

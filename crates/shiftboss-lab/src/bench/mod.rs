@@ -14,6 +14,7 @@ mod pickup;
 mod recovery;
 mod sqlite_commits;
 mod stats;
+mod submit;
 
 use clap::Subcommand;
 pub use error::BenchError;
@@ -27,6 +28,9 @@ pub enum BenchCommand {
     Pickup(pickup::PickupArgs),
     /// The demo's 3-step order workflow with in-process no-op agents (no HTTP, no faults).
     Flow(flow::FlowArgs),
+    /// Single submissions from concurrent clients, each its own transaction; with `--drain`, end
+    /// to end from the first submission to the last completion.
+    Submit(submit::SubmitArgs),
     /// Recovery: a step whose agent's process dies; time from its complete-by to its next start.
     Recovery(recovery::RecoveryArgs),
     /// Claim and sweep cost against whatever finished records the store already holds.
@@ -44,6 +48,7 @@ impl BenchCommand {
             BenchCommand::Jobs(a) => jobs::run(db, a).await?,
             BenchCommand::Pickup(a) => pickup::run(db, a).await?,
             BenchCommand::Flow(a) => flow::run(db, a).await?,
+            BenchCommand::Submit(a) => submit::run(db, a).await?,
             BenchCommand::Recovery(a) => recovery::run(db, a).await?,
             BenchCommand::Claim(a) => claim::run(db, a).await?,
             BenchCommand::SqliteCommits(a) => sqlite_commits::run(db, a).await?,

@@ -53,6 +53,27 @@ pub async fn advance_task<T: WriteTx>(t: &T, task: TaskId, actor: &str) -> Resul
     Ok(Advanced { state, scheduled: agenda.scheduled.get(&task).copied().unwrap_or(0) })
 }
 
+/// Decides a task this transaction has just written, and everything that follows from it, as
+/// [`advance_task`] does; its first decide starts from `task` and no steps, which the caller
+/// knows, instead of reading them back.
+pub async fn advance_new_task<T: WriteTx>(
+    t: &T,
+    task_id: TaskId,
+    task: TaskRow,
+    actor: &str,
+) -> Result<Advanced, StoreError> {
+    let mut agenda = Agenda::default();
+    agenda.rounds.insert(task_id, 1);
+    agenda.noted(task_id, task.state);
+    if task.state.is_active() {
+        let def = t.definition(&task.workflow, task.version).await?;
+        decide_and_write(t, &mut agenda, task_id, &task, &def, &[], actor).await?;
+    }
+    drain(t, &mut agenda, actor).await?;
+    let state = agenda.state_of(t, task_id).await?;
+    Ok(Advanced { state, scheduled: agenda.scheduled.get(&task_id).copied().unwrap_or(0) })
+}
+
 /// One decide of one task, and its writes.
 async fn round<T: WriteTx>(t: &T, agenda: &mut Agenda, task_id: TaskId, actor: &str) -> Result<(), StoreError> {
     let task = t.load_task(task_id).await?;
@@ -62,13 +83,26 @@ async fn round<T: WriteTx>(t: &T, agenda: &mut Agenda, task_id: TaskId, actor: &
     }
     let def = t.definition(&task.workflow, task.version).await?;
     let rows = t.load_steps(task_id).await?;
+    decide_and_write(t, agenda, task_id, &task, &def, &rows, actor).await
+}
+
+/// Runs the decider on a task's rows and writes its actions and its move.
+async fn decide_and_write<T: WriteTx>(
+    t: &T,
+    agenda: &mut Agenda,
+    task_id: TaskId,
+    task: &TaskRow,
+    def: &WorkflowDef,
+    rows: &[StepView],
+    actor: &str,
+) -> Result<(), StoreError> {
     let view = TaskView { id: task_id.0, key: &task.key, state: task.state, input: &task.input, now: t.now() };
-    let decision = decide(&def, &view, &rows);
+    let decision = decide(def, &view, rows);
     for action in decision.actions {
-        let scheduled = apply(t, agenda, task_id, &task, &def, action, actor).await?;
+        let scheduled = apply(t, agenda, task_id, task, def, action, actor).await?;
         *agenda.scheduled.entry(task_id).or_default() += scheduled;
     }
-    move_task(t, agenda, task_id, &task, decision.task, actor).await?;
+    move_task(t, agenda, task_id, task, decision.task, actor).await?;
     Ok(())
 }
 

@@ -2,11 +2,12 @@
 //! caller's transaction. Idempotent by key: the same key with the same workflow and input gives
 //! back the existing task, live or archived; with another, a `Conflict`.
 
-use super::decide::advance_task;
-use super::tx::{NewTask, WriteTx};
+use super::decide::advance_new_task;
+use super::tx::{NewTask, TaskRow, WriteTx};
 use crate::event_kind as ev;
 use crate::{StoreError, SubmitTask, Submitted};
 use serde_json::json;
+use shiftboss_core::TaskState;
 use shiftboss_core::model::EventLevel;
 
 pub async fn submit_task<T: WriteTx>(t: &T, p: &SubmitTask) -> Result<Submitted, StoreError> {
@@ -53,6 +54,16 @@ pub async fn submit_task<T: WriteTx>(t: &T, p: &SubmitTask) -> Result<Submitted,
     }
     let detail = json!({"key": p.key, "workflow": p.workflow, "version": version});
     t.event(task_id, None, ev::TASK_RECEIVED, EventLevel::Info, &p.actor, detail).await?;
-    advance_task(t, task_id, &p.actor).await?;
+    let row = TaskRow {
+        state: TaskState::Running,
+        workflow: p.workflow.clone(),
+        version,
+        input: p.input.clone(),
+        key: p.key.clone(),
+        priority: p.priority,
+        depth: 0,
+        is_child: false,
+    };
+    advance_new_task(t, task_id, row, &p.actor).await?;
     Ok(Submitted { task_id, created: true })
 }

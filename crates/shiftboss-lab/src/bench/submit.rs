@@ -1,0 +1,105 @@
+//! Submissions as an application makes them: N order workflows (the demo's three steps, no-op
+//! agents), each submitted alone in its own transaction by one of `--clients` concurrent clients.
+//! Prints submissions/s and the submit call's latency (p50, p99). With `--drain`, the engine runs
+//! beside the clients, and the figure that counts is end to end: from the first submission to the
+//! last workflow's completion.
+
+use super::stats::{round3, summary};
+use super::{BenchError, noop, store_name};
+use clap::Args;
+use serde_json::{Value, json};
+use shiftboss::demo::workflow::{order_input, order_workflow};
+use shiftboss::target::DbTarget;
+use shiftboss_store::SubmitTask;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    #[arg(long, default_value_t = 10_000)]
+    orders: u32,
+    /// Concurrent clients, each submitting one task at a time.
+    #[arg(long, default_value_t = 64)]
+    clients: u32,
+    /// Run the engine while the clients submit, and time to the last completion.
+    #[arg(long)]
+    drain: bool,
+    /// Steps in flight when draining.
+    #[arg(long, default_value_t = 2048)]
+    concurrency: u32,
+    #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+}
+
+pub async fn run(db: &DbTarget, a: SubmitArgs) -> anyhow::Result<Value> {
+    let store = db.open(true).await?;
+    let engine = noop::engine(
+        store.clone(),
+        "bench-submit",
+        &["stock", "payment", "shipping"],
+        noop::Noop::default(),
+        noop::config(a.concurrency),
+    )
+    .await?;
+    let wf = Arc::new(order_workflow());
+    engine.register_workflow(&wf).await?;
+    let run = noop::run_id();
+    let running = a.drain.then(|| engine.start());
+    let clients = a.clients.max(1);
+    let t0 = Instant::now();
+    let mut handles = Vec::with_capacity(clients as usize);
+    for c in 0..clients {
+        let (store, wf, run) = (store.clone(), wf.clone(), run.clone());
+        let mine: Vec<u32> = (1..=a.orders).filter(|n| n % clients == c).collect();
+        handles.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(mine.len());
+            for n in mine {
+                let (key, input) = order_input(n);
+                let task = SubmitTask {
+                    key: format!("{run}-{key}"),
+                    workflow: wf.name.clone(),
+                    version: Some(wf.version),
+                    input,
+                    priority: 0,
+                    actor: "bench".into(),
+                };
+                let at = Instant::now();
+                store.submit_task(task).await?;
+                latencies.push(at.elapsed().as_secs_f64() * 1000.0);
+            }
+            Ok::<_, shiftboss_store::StoreError>(latencies)
+        }));
+    }
+    let mut latencies = Vec::with_capacity(a.orders as usize);
+    for h in handles {
+        latencies.extend(h.await??);
+    }
+    let submit_s = t0.elapsed().as_secs_f64();
+    let mut out = json!({
+        "workload": "submit", "store": store_name(db), "workflows": a.orders, "clients": clients,
+        "submit_s": round3(submit_s), "submissions_per_s": round3(f64::from(a.orders) / submit_s),
+        "latency": summary(latencies),
+    });
+    if let Some(running) = running {
+        let steps = u64::from(a.orders) * 3;
+        let give_up = t0 + a.timeout;
+        loop {
+            let done = engine.metrics().completed;
+            if done >= steps {
+                break;
+            }
+            if Instant::now() > give_up {
+                running.shutdown().await;
+                return Err(
+                    BenchError::Timeout { what: "order workflows", after: a.timeout, done, total: steps }.into()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let e2e = t0.elapsed().as_secs_f64();
+        running.shutdown().await;
+        out["end_to_end_s"] = json!(round3(e2e));
+        out["end_to_end_workflows_per_s"] = json!(round3(f64::from(a.orders) / e2e));
+    }
+    Ok(out)
+}
