@@ -4,7 +4,7 @@
 //! (`shiftboss demo --no-faults` runs the same workflow through real HTTP services; the harness
 //! measures that too.)
 
-use super::{BenchError, enqueue, noop, stats::round3, store_name};
+use super::{enqueue, noop, stats::round3, store_name};
 use clap::Args;
 use serde_json::{Value, json};
 use shiftboss::demo::workflow::{order_input, order_workflow};
@@ -54,21 +54,8 @@ pub async fn run(db: &DbTarget, a: FlowArgs) -> anyhow::Result<Value> {
     let enqueue_s = enqueue_t.elapsed().as_secs_f64();
     let steps = u64::from(a.orders) * 3;
     let t0 = Instant::now();
-    let running = engine.start();
-    let give_up = t0 + a.timeout;
-    loop {
-        let done = engine.metrics().completed;
-        if done >= steps {
-            break;
-        }
-        if Instant::now() > give_up {
-            running.shutdown().await;
-            return Err(BenchError::Timeout { what: "order workflows", after: a.timeout, done, total: steps }.into());
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    let secs = t0.elapsed().as_secs_f64();
-    running.shutdown().await;
+    let done_at = noop::drain(&engine, engine.start(), steps, t0 + a.timeout, a.timeout).await?;
+    let secs = (done_at - t0).as_secs_f64();
     Ok(json!({
         "workload": "flow", "store": store_name(db), "workflows": a.orders, "steps": steps,
         "drain_s": round3(secs), "workflows_per_s": round3(f64::from(a.orders) / secs),

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use shiftboss_core::InstanceId;
 use shiftboss_core::workflow::WorkflowDef;
-use shiftboss_engine::{Agent, AgentCall, AgentError, Engine, EngineConfig};
+use shiftboss_engine::{Agent, AgentCall, AgentError, Engine, EngineConfig, RunningEngine};
 use shiftboss_store::{Store, SubmitTask};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -92,4 +92,30 @@ pub async fn engine(
         b = b.agent(*n, agent.clone());
     }
     Ok(b.build()?)
+}
+
+/// Waits until the engine has completed `steps` steps, then shuts it down; returns when the last
+/// step completed (before the shutdown, which the figures must not count), or a timeout error
+/// (after shutting down) when `give_up` passes first.
+pub async fn drain(
+    engine: &Engine,
+    running: RunningEngine,
+    steps: u64,
+    give_up: Instant,
+    timeout: Duration,
+) -> anyhow::Result<Instant> {
+    loop {
+        let done = engine.metrics().completed;
+        if done >= steps {
+            let at = Instant::now();
+            running.shutdown().await;
+            return Ok(at);
+        }
+        if Instant::now() > give_up {
+            running.shutdown().await;
+            let e = super::BenchError::Timeout { what: "order workflows", after: timeout, done, total: steps };
+            return Err(e.into());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
 }

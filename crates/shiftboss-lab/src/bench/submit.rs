@@ -5,7 +5,7 @@
 //! last workflow's completion.
 
 use super::stats::{round3, summary};
-use super::{BenchError, noop, store_name};
+use super::{noop, store_name};
 use clap::Args;
 use serde_json::{Value, json};
 use shiftboss::demo::workflow::{order_input, order_workflow};
@@ -81,23 +81,8 @@ pub async fn run(db: &DbTarget, a: SubmitArgs) -> anyhow::Result<Value> {
         "latency": summary(latencies),
     });
     if let Some(running) = running {
-        let steps = u64::from(a.orders) * 3;
-        let give_up = t0 + a.timeout;
-        loop {
-            let done = engine.metrics().completed;
-            if done >= steps {
-                break;
-            }
-            if Instant::now() > give_up {
-                running.shutdown().await;
-                return Err(
-                    BenchError::Timeout { what: "order workflows", after: a.timeout, done, total: steps }.into()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        let e2e = t0.elapsed().as_secs_f64();
-        running.shutdown().await;
+        let done_at = noop::drain(&engine, running, u64::from(a.orders) * 3, t0 + a.timeout, a.timeout).await?;
+        let e2e = (done_at - t0).as_secs_f64();
         out["end_to_end_s"] = json!(round3(e2e));
         out["end_to_end_workflows_per_s"] = json!(round3(f64::from(a.orders) / e2e));
     }
