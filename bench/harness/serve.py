@@ -48,7 +48,7 @@ def start_sink():
 
 
 def start_serve(sb, db, instance, sink_url=None):
-    cmd = [sb.exe, "--db", db, "serve", "--instance-id", instance, "--stop-when-stdin-closes"]
+    cmd = [sb.exe, "--db", db, "serve", "--listen", "off", "--instance-id", instance, "--stop-when-stdin-closes"]
     if sink_url:
         cmd += ["--agent", f"noop={sink_url}", "--concurrency", "256"]
     return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

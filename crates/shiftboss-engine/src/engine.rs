@@ -167,6 +167,12 @@ impl Engine {
     /// Checks a definition, including that this engine has every agent it names and that each
     /// agent accepts its step's config, then registers it.
     pub async fn register_workflow(&self, def: &WorkflowDef) -> Result<RegisterOutcome, EngineError> {
+        self.check_workflow(def)?;
+        Ok(self.inner.store.register_workflow(def).await?)
+    }
+
+    /// Checks a definition as [`Engine::register_workflow`] does, and registers nothing: a dry run.
+    pub fn check_workflow(&self, def: &WorkflowDef) -> Result<(), EngineError> {
         def.validate()?;
         for step in def.all_steps().into_iter().filter(|s| s.kind == StepKind::Agent) {
             let problem = match self.inner.agents.get(step.agent_name()) {
@@ -181,7 +187,7 @@ impl Engine {
                 return Err(EngineError::Agent { workflow: def.name.clone(), step: step.name.clone(), problem });
             }
         }
-        Ok(self.inner.store.register_workflow(def).await?)
+        Ok(())
     }
 
     /// Submits a task and wakes this process's scheduler.

@@ -23,6 +23,13 @@ pub struct Metrics {
     pub failed: AtomicU64,
     /// Agent calls that panicked.
     pub panics: AtomicU64,
+    /// Steps this process's scheduler released on start (those its instance held before it died).
+    pub released: AtomicU64,
+    /// The supervisor's leader term while this process holds it, else 0.
+    pub leader_term: AtomicU64,
+    /// Supervisor sweeps run, and their total time in microseconds.
+    pub sweeps: AtomicU64,
+    pub sweep_micros: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -39,6 +46,11 @@ pub struct MetricsSnapshot {
     pub gave_up: u64,
     pub failed: u64,
     pub panics: u64,
+    pub released: u64,
+    /// 0 when this process does not lead.
+    pub leader_term: u64,
+    pub sweeps: u64,
+    pub sweep_micros: u64,
 }
 
 impl Metrics {
@@ -61,6 +73,10 @@ impl Metrics {
             gave_up: g(&self.gave_up),
             failed: g(&self.failed),
             panics: g(&self.panics),
+            released: g(&self.released),
+            leader_term: g(&self.leader_term),
+            sweeps: g(&self.sweeps),
+            sweep_micros: g(&self.sweep_micros),
         }
     }
 }

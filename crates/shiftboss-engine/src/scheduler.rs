@@ -265,6 +265,7 @@ impl Scheduler {
             };
             match released {
                 Ok(r) => {
+                    Metrics::add(&self.metrics.released, u64::from(r.retried + r.gave_up));
                     if r.retried + r.gave_up > 0 {
                         tracing::info!(
                             returned = r.retried,

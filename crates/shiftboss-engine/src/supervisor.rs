@@ -65,6 +65,18 @@ impl Supervisor {
     /// One sweep, in batches: what it did in all, and what the last batch said of the next
     /// complete-by and due time (none when this instance is not the leader).
     async fn sweep(&mut self) -> Result<(ExpiryReport, Option<Swept>), StoreError> {
+        let started = std::time::Instant::now();
+        let out = self.sweep_batches().await;
+        let term = self.elector.current().map_or(0, |t| u64::try_from(t.term).unwrap_or(0));
+        self.metrics.leader_term.store(term, std::sync::atomic::Ordering::Relaxed);
+        if matches!(out, Ok((_, Some(_)))) {
+            Metrics::add(&self.metrics.sweeps, 1);
+            Metrics::add(&self.metrics.sweep_micros, u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
+        }
+        out
+    }
+
+    async fn sweep_batches(&mut self) -> Result<(ExpiryReport, Option<Swept>), StoreError> {
         let mut total = ExpiryReport::default();
         // A term the store refuses (it lapsed while this instance was paused, say) is dropped, and
         // the lease is asked for once more: if nobody else took it, the sweep goes on.

@@ -4,7 +4,7 @@
 //! ```toml
 //! db = "postgres://postgres@127.0.0.1:5432/test"   # or "sqlite:./shiftboss.db"
 //! instance_id = "node-1"                            # unique per process, stable across its restarts
-//! roles = ["scheduler", "supervisor"]
+//! roles = ["scheduler", "supervisor", "api"]   # default: all three
 //! retry = { kind = "intervals", intervals = ["1m", "5m", "10m", "30m", "1h"] }  # the default policy
 //!
 //! [scheduler]
@@ -35,8 +35,13 @@
 //! keep = "90d"                     # history older than this is deleted; default: kept for ever
 //! batch = 1000
 //!
-//! [server]                         # the server side: serve's scheduler, supervisor and archiver
+//! [server]                         # the server side: serve's scheduler, supervisor, archiver and API
 //! enabled = true                   # false in a deployment that only enqueues (serve then refuses)
+//! listen = "127.0.0.1:8080"        # the HTTP API's address; "off" for none (SHIFTBOSS_LISTEN, --listen)
+//! body_limit = 1048576             # the largest request body, in bytes (413 beyond)
+//! request_timeout = "30s"          # the longest one request may take (408 beyond)
+//! max_in_flight = 1024             # requests served at once; more wait their turn
+//! admin_token_file = "shiftboss-admin.token"  # where the first admin token's secret goes
 //!
 //! [client]                         # retry jobs: how `jobs enqueue` spreads them (M3, M8)
 //! balance = "weighted"             # "hash" of the key (default), "round-robin" or "weighted"
@@ -104,6 +109,17 @@ pub struct ArchiveSection {
 #[serde(deny_unknown_fields)]
 pub struct ServerSection {
     pub enabled: Option<bool>,
+    /// Where the API listens ("127.0.0.1:8080" by default; "off" for none).
+    pub listen: Option<String>,
+    /// The largest request body, in bytes.
+    pub body_limit: Option<usize>,
+    /// How long one request may take.
+    #[serde(default, with = "serde_duration::option")]
+    pub request_timeout: Option<Duration>,
+    /// Requests served at once.
+    pub max_in_flight: Option<usize>,
+    /// Where the first admin token's secret is written when the store has no token.
+    pub admin_token_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -127,6 +143,8 @@ pub struct ShareSection {
 pub enum Role {
     Scheduler,
     Supervisor,
+    /// The HTTP API (and, with it, the first admin token when the store has none).
+    Api,
 }
 
 #[derive(Debug, Default, Deserialize)]

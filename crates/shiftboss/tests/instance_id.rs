@@ -100,7 +100,7 @@ async fn a_second_serve_process_gets_its_own_id_and_neither_releases_the_others_
     let refused = bin()
         .arg("--db")
         .arg(&db)
-        .args(["serve", "--instance-id", &a_id, "--agent", &format!("svc={}", service.url)])
+        .args(["serve", "--listen", "off", "--instance-id", &a_id, "--agent", &format!("svc={}", service.url)])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&refused.stderr);

@@ -93,7 +93,7 @@ impl Worker {
         cmd.env("SHIFTBOSS_DB", &r.db)
             .env_remove("SHIFTBOSS_CONFIG")
             .env_remove(FAULT_ENV)
-            .args(["worker", "--stop-when-stdin-closes", "--instance-id", &self.instance])
+            .args(["worker", "--listen", "off", "--stop-when-stdin-closes", "--instance-id", &self.instance])
             .args(["--concurrency", &r.concurrency.to_string(), "--poll-interval", "100ms"])
             // A short sweep period and leader lease, so that lapsed leases and lost leaders are
             // found within a second or two of the fault.

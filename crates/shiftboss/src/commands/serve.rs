@@ -1,11 +1,14 @@
-//! `shiftboss serve`: run the scheduler and supervisor roles, all or some, until stopped.
-//! Any number of serve processes may share one state store.
+//! `shiftboss serve`: run the scheduler, the supervisor and the HTTP API, all or some, until
+//! stopped. Any number of serve processes may share one state store.
 
 use crate::config::{FileConfig, Role};
 use crate::target::DbTarget;
 use anyhow::{Context, bail};
 use clap::Args;
 use shiftboss_engine::{BucketPolicy, Engine, EngineConfig, HttpAgent, PollMode, Roles};
+use shiftboss_server::bootstrap::{BOOTSTRAP_NAME, Bootstrap, ensure_admin_token};
+use shiftboss_server::{ApiConfig, AuthMode, app, serve};
+use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
@@ -17,9 +20,20 @@ pub struct ServeArgs {
     /// another serve process on this host and store runs under it.
     #[arg(long, env = "SHIFTBOSS_INSTANCE_ID")]
     instance_id: Option<String>,
-    /// The roles to run (comma-separated).
+    /// The roles to run (comma-separated) [default: scheduler,supervisor,api].
     #[arg(long, env = "SHIFTBOSS_ROLES", value_delimiter = ',')]
     roles: Option<Vec<Role>>,
+    /// Where the HTTP API listens, or "off" [default: 127.0.0.1:8080].
+    #[arg(long, env = "SHIFTBOSS_LISTEN")]
+    listen: Option<String>,
+    /// Serve the API without tokens: every request acts as "anonymous" with every scope. For
+    /// local play only: refused unless the API listens on a loopback address.
+    #[arg(long)]
+    insecure_no_auth: bool,
+    /// Where the first admin token's secret is written when the store has no token
+    /// [default: ./shiftboss-admin.token].
+    #[arg(long, env = "SHIFTBOSS_ADMIN_TOKEN_FILE")]
+    admin_token_file: Option<std::path::PathBuf>,
     /// Steps run at once.
     #[arg(long)]
     concurrency: Option<u32>,
@@ -186,13 +200,51 @@ impl ServeArgs {
         Ok(c)
     }
 
+    /// The API's address: none when it is off or its role is not run.
+    fn listen(&self, file: &FileConfig, roles: &[Role]) -> anyhow::Result<Option<SocketAddr>> {
+        if !roles.contains(&Role::Api) {
+            return Ok(None);
+        }
+        let text = self.listen.clone().or_else(|| file.server.listen.clone()).unwrap_or_else(|| DEFAULT_LISTEN.into());
+        if text == "off" {
+            return Ok(None);
+        }
+        let addr: SocketAddr = text
+            .parse()
+            .map_err(|_| anyhow::anyhow!("--listen {text:?}: give an address and port such as 127.0.0.1:8080, or off"))?;
+        if self.insecure_no_auth && !addr.ip().is_loopback() {
+            bail!("--insecure-no-auth serves the API to anyone: it is refused on {addr}, which is not a loopback address");
+        }
+        Ok(Some(addr))
+    }
+
+    fn api_config(&self, file: &FileConfig) -> ApiConfig {
+        let mut c = ApiConfig::default();
+        if self.insecure_no_auth {
+            c.auth = AuthMode::Disabled;
+        }
+        let f = &file.server;
+        if let Some(v) = f.body_limit {
+            c.limits.body_bytes = v;
+        }
+        if let Some(v) = f.request_timeout {
+            c.limits.request_time = v;
+        }
+        if let Some(v) = f.max_in_flight {
+            c.limits.in_flight = v.max(1);
+        }
+        c
+    }
+
     pub async fn run(self, db: &DbTarget, file: &FileConfig) -> anyhow::Result<()> {
         if !file.server_enabled() {
             bail!("the server side is switched off here ([server] enabled = false, or SHIFTBOSS_SERVER_ENABLED=false)");
         }
         let config = self.engine_config(file)?;
-        if !config.roles.scheduler && !config.roles.supervisor {
-            bail!("--roles names no role: use scheduler, supervisor or both");
+        let roles_named = self.roles.clone().or_else(|| file.roles.clone()).unwrap_or_else(|| ALL_ROLES.to_vec());
+        let listen = self.listen(file, &roles_named)?;
+        if !config.roles.scheduler && !config.roles.supervisor && listen.is_none() {
+            bail!("nothing to run: --roles names no role (scheduler, supervisor, api), or only api with --listen off");
         }
         let store = db.open(true).await?;
         // Held until this function returns: no other serve process on this host takes the id
@@ -222,14 +274,20 @@ impl ServeArgs {
         }
         let roles = config.roles;
         let engine = builder.config(config).client(file.client()?).build()?;
+        // The API binds before the roles start: a busy port stops the process before it claims anything.
+        let api = match listen {
+            Some(addr) => Some(self.start_api(&engine, file, addr).await?),
+            None => None,
+        };
         eprintln!(
-            "shiftboss serve: instance {instance} on {db}, roles:{}{}",
+            "shiftboss serve: instance {instance} on {db}, roles:{}{}{}",
             if roles.scheduler { " scheduler" } else { "" },
-            if roles.supervisor { " supervisor" } else { "" }
+            if roles.supervisor { " supervisor" } else { "" },
+            api.as_ref().map(|a| format!(" api (http://{})", a.addr)).unwrap_or_default(),
         );
         // Listening from before the roles start, so that no signal falls between two listeners.
         let mut signals = Signals::new().context("listening for SIGTERM and SIGINT")?;
-        let running = engine.start();
+        let running = (roles.scheduler || roles.supervisor).then(|| engine.start());
         if self.stop_when_stdin_closes {
             tokio::select! {
                 _ = signals.next() => {}
@@ -239,10 +297,24 @@ impl ServeArgs {
             signals.next().await;
         }
         eprintln!(
-            "shiftboss serve: stopping (running steps get their grace period; a second SIGTERM or Ctrl-C stops at once)"
+            "shiftboss serve: stopping (the API finishes its requests, running steps get their grace period; a second SIGTERM or Ctrl-C stops at once)"
         );
+        let stop = async {
+            // The API stops taking requests and finishes those in flight while the roles stop.
+            let api_done = async {
+                if let Some(api) = api {
+                    api.stop().await;
+                }
+            };
+            let roles_done = async {
+                if let Some(r) = running {
+                    r.shutdown().await;
+                }
+            };
+            tokio::join!(api_done, roles_done);
+        };
         tokio::select! {
-            _ = running.shutdown() => Ok(()),
+            _ = stop => Ok(()),
             signal = signals.next() => {
                 // An operator who asks twice wants out now, whatever is left: steps still running
                 // and replies not yet written are left to lapse, as after a crash.
@@ -252,6 +324,69 @@ impl ServeArgs {
                 );
                 std::process::exit(signal.exit_code())
             }
+        }
+    }
+
+    /// Binds the API's address, makes the first admin token if the store has none, and serves.
+    async fn start_api(&self, engine: &Engine, file: &FileConfig, addr: SocketAddr) -> anyhow::Result<RunningApi> {
+        let config = self.api_config(file);
+        if config.auth == AuthMode::Disabled {
+            eprintln!(
+                "shiftboss serve: WARNING: --insecure-no-auth: the API on {addr} answers anyone on this host, with every scope"
+            );
+        } else {
+            let path = self
+                .admin_token_file
+                .clone()
+                .or_else(|| file.server.admin_token_file.clone())
+                .unwrap_or_else(|| DEFAULT_ADMIN_TOKEN_FILE.into());
+            match ensure_admin_token(engine.store().as_ref(), &path).await? {
+                Bootstrap::Created(p) => eprintln!(
+                    "shiftboss serve: the store had no API token: made the admin token {BOOTSTRAP_NAME:?}; its secret is in {} (readable by this user only)",
+                    p.display()
+                ),
+                Bootstrap::TokensExist | Bootstrap::MadeElsewhere => {}
+            }
+        }
+        let (router, _) = app(engine.clone(), config).context("building the API")?;
+        let listener =
+            tokio::net::TcpListener::bind(addr).await.with_context(|| format!("listening on {addr} (--listen)"))?;
+        let addr = listener.local_addr().unwrap_or(addr);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let stopped = async move {
+                let _ = rx.await;
+            };
+            if let Err(e) = serve(listener, router, stopped).await {
+                tracing::error!(error = %e, "the API stopped");
+            }
+        });
+        Ok(RunningApi { addr, stop: tx, task })
+    }
+}
+
+/// The API's address when neither flag, environment nor file names one.
+const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// Where the first admin token's secret goes by default.
+const DEFAULT_ADMIN_TOKEN_FILE: &str = "shiftboss-admin.token";
+/// What serve runs when no role is named.
+const ALL_ROLES: [Role; 3] = [Role::Scheduler, Role::Supervisor, Role::Api];
+/// How long the API may take to finish the requests in flight once told to stop.
+const API_GRACE: Duration = Duration::from_secs(10);
+
+/// The API while it serves.
+struct RunningApi {
+    addr: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RunningApi {
+    /// Stops accepting, and waits for the requests in flight, at most [`API_GRACE`].
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        if tokio::time::timeout(API_GRACE, self.task).await.is_err() {
+            eprintln!("shiftboss serve: API requests still running after {API_GRACE:?} were dropped");
         }
     }
 }

@@ -155,6 +155,11 @@ pub struct Serve {
     pub leader_ttl: &'static str,
     /// Pass `--instance-id` (on by default); off, the process chooses its own.
     pub explicit_id: bool,
+    /// Serve the HTTP API on a free loopback port (off by default: tests run many serve
+    /// processes side by side, and the default port would be shared).
+    pub api: bool,
+    /// More flags, after the others.
+    pub extra: Vec<String>,
 }
 
 impl Serve {
@@ -169,7 +174,20 @@ impl Serve {
             supervisor_interval: "100ms",
             leader_ttl: "1s",
             explicit_id: true,
+            api: false,
+            extra: Vec::new(),
         }
+    }
+
+    /// Serve the API on a free loopback port (see [`ServeProc::api_url`]).
+    pub fn api(mut self) -> Serve {
+        self.api = true;
+        self
+    }
+
+    pub fn arg(mut self, a: impl Into<String>) -> Serve {
+        self.extra.push(a.into());
+        self
     }
 
     /// No `--instance-id`: the process takes its default (`instance` only names its log).
@@ -211,6 +229,13 @@ impl Serve {
         if let Some(n) = self.concurrency {
             c.args(["--concurrency", &n.to_string()]);
         }
+        if self.api {
+            let token = logs.join(format!("{}-admin-{}.token", self.instance, fastrand::u32(..)));
+            c.args(["--listen", "127.0.0.1:0"]).arg("--admin-token-file").arg(&token);
+        } else {
+            c.args(["--listen", "off"]);
+        }
+        c.args(&self.extra);
         c.args(["--poll-interval", self.poll_interval])
             .args(["--supervisor-interval", self.supervisor_interval])
             .args(["--leader-ttl", self.leader_ttl])
@@ -275,6 +300,23 @@ impl ServeProc {
         let log = self.log();
         let line = log.lines().find(|l| l.starts_with("shiftboss serve: instance ") && l.contains(", roles:"))?;
         line.trim_start_matches("shiftboss serve: instance ").split_once(" on ").map(|(id, _)| id.to_owned())
+    }
+
+    /// The API's base URL, as the process announced it (`api (http://ADDR)`).
+    pub fn api_url(&self) -> Option<String> {
+        let log = self.log();
+        let line = log.lines().find(|l| l.starts_with("shiftboss serve: instance ") && l.contains(", roles:"))?;
+        let from = line.find("api (")? + "api (".len();
+        let rest = &line[from..];
+        Some(rest[..rest.find(')')?].to_owned())
+    }
+
+    /// The first admin token's secret, from the file the process said it wrote.
+    pub fn admin_token(&self) -> Option<String> {
+        let log = self.log();
+        let line = log.lines().find(|l| l.contains("its secret is in "))?;
+        let path = line.split("its secret is in ").nth(1)?.split(" (").next()?;
+        std::fs::read_to_string(path).ok().map(|s| s.trim().to_owned())
     }
 
     /// The process is still running (it did not exit by itself).

@@ -1,0 +1,125 @@
+//! `/metrics`: Prometheus's text format. API requests are counted as they are served; the
+//! engine's counters and the store's counts are read at each scrape.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+use shiftboss_engine::metrics::MetricsSnapshot;
+use shiftboss_store::Summary;
+use std::time::Duration;
+
+/// What this process counts, and the gauges set at each scrape.
+pub struct ApiMetrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    durations: HistogramVec,
+    engine: IntCounterVec,
+    tasks: IntGaugeVec,
+    steps: IntGaugeVec,
+    leader_term: IntGauge,
+    leading: IntGauge,
+    sweeps: IntCounterVec,
+    store_up: IntGauge,
+}
+
+/// The engine's counters, by the name of their `event` label.
+fn engine_counters(m: &MetricsSnapshot) -> [(&'static str, u64); 11] {
+    [
+        ("claimed", m.claimed),
+        ("completed", m.completed),
+        ("permanent_error", m.permanent_errors),
+        ("in_call_retry", m.in_call_retries),
+        ("failed", m.failed),
+        ("expired", m.expired),
+        ("gave_up", m.gave_up),
+        ("released", m.released),
+        ("rejected_reply", m.rejected_replies),
+        ("dropped_at_deadline", m.dropped_at_deadline),
+        ("panic", m.panics),
+    ]
+}
+
+impl ApiMetrics {
+    pub fn new() -> prometheus::Result<Self> {
+        let registry = Registry::new_custom(Some("shiftboss".into()), None)?;
+        let requests = IntCounterVec::new(
+            Opts::new("api_requests_total", "API requests served, by route, method and status."),
+            &["route", "method", "status"],
+        )?;
+        let durations = HistogramVec::new(
+            HistogramOpts::new("api_request_duration_seconds", "API request durations, by route and method.")
+                .buckets(vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0]),
+            &["route", "method"],
+        )?;
+        let engine = IntCounterVec::new(
+            Opts::new(
+                "engine_steps_total",
+                "What this process's scheduler and supervisor did to steps: claimed, completed, retried, expired, released...",
+            ),
+            &["event"],
+        )?;
+        let tasks = IntGaugeVec::new(Opts::new("tasks", "Tasks in the hot tables, by state."), &["state"])?;
+        let steps = IntGaugeVec::new(Opts::new("steps", "Steps in the hot tables, by state."), &["state"])?;
+        let leader_term = IntGauge::new("supervisor_leader_term", "The supervisor's leader term this process holds (0: it does not lead).")?;
+        let leading = IntGauge::new("supervisor_leading", "1 when this process leads the supervisor, else 0.")?;
+        let sweeps = IntCounterVec::new(
+            Opts::new("supervisor_sweeps_total", "Supervisor sweeps run by this process (count), and their time (microseconds)."),
+            &["measure"],
+        )?;
+        let store_up = IntGauge::new("store_up", "1 when the state store answered the last scrape's queries, else 0.")?;
+        for c in [
+            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(durations.clone()),
+            Box::new(engine.clone()),
+            Box::new(tasks.clone()),
+            Box::new(steps.clone()),
+            Box::new(leader_term.clone()),
+            Box::new(leading.clone()),
+            Box::new(sweeps.clone()),
+            Box::new(store_up.clone()),
+        ] {
+            registry.register(c)?;
+        }
+        Ok(ApiMetrics { registry, requests, durations, engine, tasks, steps, leader_term, leading, sweeps, store_up })
+    }
+
+    /// Counts one served request. `route` is the matched route's template, so that ids in paths
+    /// do not make a series each.
+    pub fn request(&self, route: &str, method: &str, status: u16, took: Duration) {
+        self.requests.with_label_values(&[route, method, &status.to_string()]).inc();
+        self.durations.with_label_values(&[route, method]).observe(took.as_secs_f64());
+    }
+
+    /// The scrape's text: the engine's counters and the store's counts (none when it is out of reach) set first.
+    pub fn render(&self, engine: &MetricsSnapshot, summary: Option<&Summary>) -> String {
+        for (event, value) in engine_counters(engine) {
+            let c = self.engine.with_label_values(&[event]);
+            // The engine's counters only grow; the difference brings ours level with them.
+            c.inc_by(value.saturating_sub(c.get()));
+        }
+        let sweeps = self.sweeps.with_label_values(&["count"]);
+        sweeps.inc_by(engine.sweeps.saturating_sub(sweeps.get()));
+        let micros = self.sweeps.with_label_values(&["microseconds"]);
+        micros.inc_by(engine.sweep_micros.saturating_sub(micros.get()));
+        self.leader_term.set(i64::try_from(engine.leader_term).unwrap_or(i64::MAX));
+        self.leading.set(i64::from(engine.leader_term > 0));
+        self.store_up.set(i64::from(summary.is_some()));
+        if let Some(s) = summary {
+            for state in shiftboss_core::TaskState::ALL {
+                self.tasks.with_label_values(&[state.as_str()]).set(count(s.tasks_in(state)));
+            }
+            for state in shiftboss_core::StepState::ALL {
+                self.steps.with_label_values(&[state.as_str()]).set(count(s.steps_in(state)));
+            }
+        }
+        let mut out = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+            tracing::error!(error = %e, "metrics could not be encoded");
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+fn count(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}

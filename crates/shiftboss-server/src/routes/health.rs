@@ -1,0 +1,61 @@
+//! Health for orchestrators (open, no token: a probe carries none) and metrics (a `read` token).
+
+use crate::auth::{Principal, Scope};
+use crate::error::{ApiError, Problem};
+use crate::json::Json;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// How long readiness and a scrape wait on the store before calling it out of reach.
+const STORE_PROBE: Duration = Duration::from_secs(2);
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(healthz)).routes(routes!(readyz)).routes(routes!(metrics))
+}
+
+/// What a health probe answers.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    /// ok
+    pub status: String,
+    /// This process's instance id.
+    pub instance: String,
+}
+
+/// The process is alive (it answers).
+#[utoipa::path(get, path = "/healthz", tag = "health", responses((status = 200, body = Health)))]
+async fn healthz(State(state): State<AppState>) -> Json<Health> {
+    Json(Health { status: "ok".into(), instance: state.engine.instance().to_string() })
+}
+
+/// The process can serve: its state store answers (within 2 s). 503 otherwise.
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses((status = 200, body = Health), (status = 503, body = Problem)))]
+async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
+    match tokio::time::timeout(STORE_PROBE, state.store().now()).await {
+        Ok(Ok(_)) => Ok(Json(Health { status: "ok".into(), instance: state.engine.instance().to_string() })),
+        Ok(Err(e)) => Err(ApiError::unavailable(format!("the state store does not answer: {e}"))),
+        Err(_) => Err(ApiError::unavailable(format!("the state store did not answer within {STORE_PROBE:?}"))),
+    }
+}
+
+/// Prometheus metrics (text format 0.0.4). Needs a token with the `read` scope.
+#[utoipa::path(get, path = "/metrics", tag = "health", security(("token" = ["read"])),
+    responses((status = 200, content_type = "text/plain", body = String)))]
+async fn metrics(State(state): State<AppState>, principal: Principal) -> Result<Response, ApiError> {
+    principal.require(Scope::Read)?;
+    // A scrape while the store is out of reach still answers, with store_up 0.
+    let summary = match tokio::time::timeout(STORE_PROBE, state.store().summarize()).await {
+        Ok(Ok(s)) => Some(s),
+        _ => None,
+    };
+    let text = state.metrics.render(&state.engine.metrics(), summary.as_ref());
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
+}

@@ -1,0 +1,76 @@
+//! The router (every route, the middleware around them, the OpenAPI document made with them) and
+//! the server's run with its graceful end.
+
+use crate::auth::{self, AuthMode, Authenticator};
+use crate::error::ApiError;
+use crate::limits::Limits;
+use crate::metrics::ApiMetrics;
+use crate::observe;
+use crate::openapi::{self, ApiDoc, Spec};
+use crate::routes;
+use crate::state::AppState;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::{Extension, Router, middleware};
+use shiftboss_engine::Engine;
+use std::future::Future;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes as api_routes;
+
+/// Everything the API needs besides the engine.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    pub auth: AuthMode,
+    pub limits: Limits,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig { auth: AuthMode::Tokens, limits: Limits::default() }
+    }
+}
+
+/// The API's router and its OpenAPI document.
+pub fn app(engine: Engine, config: ApiConfig) -> Result<(Router, utoipa::openapi::OpenApi), prometheus::Error> {
+    let state = AppState {
+        engine,
+        auth: Arc::new(Authenticator::new(config.auth)),
+        limits: config.limits.clone(),
+        metrics: Arc::new(ApiMetrics::new()?),
+    };
+    let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(routes::tasks::router())
+        .merge(routes::actions::router())
+        .merge(routes::workflows::router())
+        .merge(routes::jobs::router())
+        .merge(routes::health::router())
+        .routes(api_routes!(openapi::openapi_json))
+        .split_for_parts();
+    let spec = Spec(Arc::new(serde_json::to_string(&doc).unwrap_or_default()));
+    let limits = &config.limits;
+    let router = router
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), auth::authenticate))
+        .layer(DefaultBodyLimit::max(limits.body_bytes))
+        .layer(GlobalConcurrencyLimitLayer::new(limits.in_flight))
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.request_time))
+        .layer(Extension(spec))
+        .layer(middleware::from_fn_with_state(state.clone(), observe::observe))
+        .with_state(state);
+    Ok((router, doc))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such route (see /openapi.json)")
+}
+
+/// Serves until `shutdown` resolves, then stops accepting and finishes the requests in flight.
+/// The caller bounds how long that may take.
+pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+}

@@ -1,0 +1,23 @@
+//! What every handler shares: the engine (its store, job client and metrics), the auth mode, the
+//! limits and this process's API metrics.
+
+use crate::auth::Authenticator;
+use crate::limits::Limits;
+use crate::metrics::ApiMetrics;
+use shiftboss_engine::Engine;
+use shiftboss_store::Store;
+use std::sync::Arc;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub engine: Engine,
+    pub auth: Arc<Authenticator>,
+    pub limits: Limits,
+    pub metrics: Arc<ApiMetrics>,
+}
+
+impl AppState {
+    pub fn store(&self) -> &Arc<dyn Store> {
+        self.engine.store()
+    }
+}

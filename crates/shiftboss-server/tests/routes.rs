@@ -1,0 +1,222 @@
+//! The router in process, over a SQLite store: every documented route answers (none is missing
+//! from the router), each needs the scope its document names (403 without it, 401 without a
+//! token), and bad input gets a problem answer, never a 5xx.
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use shiftboss_core::InstanceId;
+use shiftboss_core::token::{Scope, Scopes, hash_secret, mint_secret};
+use shiftboss_engine::{Engine, HttpAgent};
+use shiftboss_server::{ApiConfig, app};
+use shiftboss_sqlite::{OpenOptions, SqliteStore};
+use shiftboss_store::{NewApiToken, Store};
+use std::sync::Arc;
+use tower::ServiceExt;
+
+struct Api {
+    router: Router,
+    doc: Value,
+    store: Arc<dyn Store>,
+    _dir: tempfile::TempDir,
+}
+
+impl Api {
+    async fn new() -> Api {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("s.db"), &OpenOptions::default()).unwrap());
+        let engine = Engine::builder(store.clone(), InstanceId::new("api-test").unwrap())
+            .agent("http", HttpAgent::new())
+            .build()
+            .unwrap();
+        let (router, doc) = app(engine, ApiConfig::default()).unwrap();
+        let doc = serde_json::to_value(&doc).unwrap();
+        Api { router, doc, store, _dir: dir }
+    }
+
+    async fn token(&self, name: &str, scopes: &[Scope]) -> String {
+        let secret = mint_secret();
+        let t = NewApiToken { name: name.into(), scopes: Scopes::of(scopes.iter().copied()), secret_hash: hash_secret(&secret) };
+        self.store.create_api_token(t).await.unwrap();
+        secret
+    }
+
+    async fn call(&self, method: Method, uri: &str, token: Option<&str>, body: Option<Vec<u8>>, ct: &str) -> (StatusCode, Value, String) {
+        let mut b = Request::builder().method(method).uri(uri);
+        if let Some(t) = token {
+            b = b.header(header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        if body.is_some() {
+            b = b.header(header::CONTENT_TYPE, ct);
+        }
+        let req = b.body(body.map(Body::from).unwrap_or_else(Body::empty)).unwrap();
+        let res = self.router.clone().oneshot(req).await.unwrap();
+        let status = res.status();
+        let ctype = res.headers().get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+        let bytes = res.into_body().collect().await.unwrap().to_bytes();
+        let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (status, value, ctype)
+    }
+
+    async fn json(&self, method: Method, uri: &str, token: &str, body: Value) -> (StatusCode, Value) {
+        let (s, v, _) = self.call(method, uri, Some(token), Some(serde_json::to_vec(&body).unwrap()), "application/json").await;
+        (s, v)
+    }
+
+    /// Every operation of the document: its method, its path with the parameters filled in, and
+    /// the scope it names (none for the open ones).
+    fn operations(&self) -> Vec<(Method, String, Option<Scope>)> {
+        let mut out = Vec::new();
+        for (path, item) in self.doc["paths"].as_object().unwrap() {
+            for (m, op) in item.as_object().unwrap() {
+                let method = Method::from_bytes(m.to_uppercase().as_bytes()).unwrap();
+                let scope = op["security"]
+                    .as_array()
+                    .and_then(|s| s.first())
+                    .and_then(|s| s["token"][0].as_str())
+                    .map(|s| Scope::parse(s).unwrap());
+                let filled = path.replace("{id}", "999999").replace("{key}", "nokey").replace("{name}", "noflow").replace("{version}", "1");
+                out.push((method, filled, scope));
+            }
+        }
+        out
+    }
+}
+
+#[tokio::test]
+async fn every_documented_route_answers_and_needs_its_scope() {
+    let api = Api::new().await;
+    let ops = api.operations();
+    assert!(ops.len() >= 25, "the document lists {} operations", ops.len());
+    let admin = api.token("root", &[Scope::Admin]).await;
+    for (method, path, scope) in &ops {
+        let body = (*method == Method::POST).then(|| b"{}".to_vec());
+        // With every scope: the route exists (no "no such route"), and {} is refused as input, not as a route.
+        let (status, v, _) = api.call(method.clone(), path, Some(&admin), body.clone(), "application/json").await;
+        assert!(
+            !(status == StatusCode::NOT_FOUND && v["detail"].as_str().is_some_and(|d| d.starts_with("no such route"))),
+            "{method} {path} is documented but not routed"
+        );
+        assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+        assert!(!status.is_server_error(), "{method} {path}: {status} {v}");
+        let Some(scope) = scope else { continue };
+        // Without a token: 401.
+        let (status, v, ct) = api.call(method.clone(), path, None, body.clone(), "application/json").await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {path} without a token: {v}");
+        assert!(ct.starts_with("application/problem+json"), "{ct}");
+        assert_eq!(v["code"], "unauthorized");
+        // With every scope but the one it names (and not admin): 403.
+        let others: Vec<Scope> = Scope::ALL.into_iter().filter(|s| s != scope && *s != Scope::Admin).collect();
+        let name = format!("not-{scope}-{}", fastrand_name());
+        let t = api.token(&name, &others).await;
+        let (status, v, _) = api.call(method.clone(), path, Some(&t), body, "application/json").await;
+        if *scope == Scope::Admin || !others.is_empty() {
+            assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path} without scope {scope}: {v}");
+            assert_eq!(v["code"], "forbidden");
+        }
+    }
+}
+
+fn fastrand_name() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    N.fetch_add(1, Ordering::Relaxed).to_string()
+}
+
+#[tokio::test]
+async fn a_bad_token_is_refused_and_a_revoked_one_too() {
+    let api = Api::new().await;
+    let (status, v, _) = api.call(Method::GET, "/v1/tasks", Some("sbt_nothing"), None, "").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{v}");
+    let (status, _, _) = api.call(Method::GET, "/v1/tasks", None, None, "").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let reader = api.token("reader", &[Scope::Read]).await;
+    let (status, _, _) = api.call(Method::GET, "/v1/tasks", Some(&reader), None, "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(api.store.revoke_api_token("reader").await.unwrap());
+    // A fresh router: the revocation is seen at once by a process that had not cached the token.
+    let (router, _) = app(
+        Engine::builder(api.store.clone(), InstanceId::new("api-test-2").unwrap()).build().unwrap(),
+        ApiConfig::default(),
+    )
+    .unwrap();
+    let req = Request::builder().uri("/v1/tasks").header(header::AUTHORIZATION, format!("Bearer {reader}")).body(Body::empty()).unwrap();
+    assert_eq!(router.oneshot(req).await.unwrap().status(), StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_problem_and_changes_nothing() {
+    let api = Api::new().await;
+    let t = api.token("all", &[Scope::Admin]).await;
+    let flow = json!({"name": "one", "version": 1, "steps": [{"name": "a", "agent": "http", "config": {"url": "http://127.0.0.1:9/x"}}]});
+    let (status, v) = api.json(Method::POST, "/v1/workflows", &t, flow).await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+
+    let raw = |body: &[u8]| api.call(Method::POST, "/v1/tasks", Some(&t), Some(body.to_vec()), "application/json");
+    let (status, v, ct) = raw(b"{\"key\": ").await;
+    assert_eq!((status, v["code"].as_str()), (StatusCode::BAD_REQUEST, Some("malformed_json")), "{v}");
+    assert!(ct.starts_with("application/problem+json"));
+    assert!(v["request_id"].as_str().is_some_and(|s| !s.is_empty()), "{v}");
+    let (status, v, _) = raw(br#"{"key": 5, "workflow": "one"}"#).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("key"), "names the field: {v}");
+    let (status, v, _) = raw(br#"{"key": "k", "workflow": "one", "colour": 1}"#).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "unknown field: {v}");
+    let (status, v, _) = raw(br#"{"key": "k", "workflow": "none"}"#).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "unknown workflow: {v}");
+    let (status, v, _) = raw(br#"{"key": "", "workflow": "one"}"#).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "empty key: {v}");
+    let deep = format!("{{\"key\":\"d\",\"workflow\":\"one\",\"input\":{}{}}}", "[".repeat(200), "]".repeat(200));
+    let (status, v, _) = raw(deep.as_bytes()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "deep JSON: {v}");
+    let big = format!("{{\"key\":\"b\",\"workflow\":\"one\",\"input\":\"{}\"}}", "x".repeat(2 << 20));
+    let (status, v, _) = raw(big.as_bytes()).await;
+    assert_eq!((status, v["code"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("body_too_large")), "{v}");
+    let (status, _, _) = api.call(Method::POST, "/v1/tasks", Some(&t), Some(b"key=1".to_vec()), "text/plain").await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let (status, v, _) = api.call(Method::GET, "/v1/nothing", Some(&t), None, "").await;
+    assert_eq!((status, v["code"].as_str()), (StatusCode::NOT_FOUND, Some("not_found")), "{v}");
+    let (status, v, _) = api.call(Method::DELETE, "/v1/tasks", Some(&t), None, "").await;
+    assert_eq!((status, v["code"].as_str()), (StatusCode::METHOD_NOT_ALLOWED, Some("method_not_allowed")), "{v}");
+    let (status, _, _) = api.call(Method::GET, "/v1/tasks/abc", Some(&t), None, "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, _) = api.call(Method::GET, "/v1/tasks?limit=5000", Some(&t), None, "").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _, _) = api.call(Method::GET, "/v1/tasks?state=sleeping", Some(&t), None, "").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    // Nothing of the above was written.
+    let (status, v, _) = api.call(Method::GET, "/v1/tasks", Some(&t), None, "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["items"].as_array().unwrap().len(), 0, "{v}");
+}
+
+#[tokio::test]
+async fn the_same_key_gives_back_the_task_and_another_input_is_a_conflict() {
+    let api = Api::new().await;
+    let t = api.token("all", &[Scope::Admin]).await;
+    let flow = json!({"name": "one", "version": 1, "steps": [{"name": "a", "agent": "http", "config": {"url": "http://127.0.0.1:9/x"}}]});
+    assert_eq!(api.json(Method::POST, "/v1/workflows", &t, flow.clone()).await.0, StatusCode::CREATED);
+    let (status, v) = api.json(Method::POST, "/v1/workflows", &t, flow).await;
+    assert_eq!((status, v["outcome"].as_str()), (StatusCode::OK, Some("unchanged")));
+    let submit = json!({"key": "order-1", "workflow": "one", "input": {"n": 1}});
+    let (status, first) = api.json(Method::POST, "/v1/tasks", &t, submit.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    assert_eq!(first["created"], true);
+    let (status, again) = api.json(Method::POST, "/v1/tasks", &t, submit).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!((again["id"].clone(), again["created"].clone()), (first["id"].clone(), json!(false)));
+    let (status, v) = api.json(Method::POST, "/v1/tasks", &t, json!({"key": "order-1", "workflow": "one", "input": {"n": 2}})).await;
+    assert_eq!((status, v["code"].as_str()), (StatusCode::CONFLICT, Some("conflict")), "{v}");
+    let id = first["id"].as_str().unwrap();
+    let (status, v, _) = api.call(Method::GET, &format!("/v1/tasks/{id}"), Some(&t), None, "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["key"], "order-1");
+    assert_eq!(v["input"], json!({"n": 1}));
+    assert!(!v["steps"].as_array().unwrap().is_empty(), "{v}");
+    assert_eq!(v["events"][0]["kind"], "task.received");
+    assert_eq!(v["events"][0]["actor"], "all", "the actor is the token's name");
+    let (status, v, _) = api.call(Method::GET, "/v1/tasks/by-key/order-1", Some(&t), None, "").await;
+    assert_eq!((status, v["id"].as_str()), (StatusCode::OK, Some(id)));
+}
