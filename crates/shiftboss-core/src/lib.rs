@@ -13,9 +13,12 @@
 //! - [`decider`]: from a definition and a task's steps, what to do next.
 //! - [`jobs`]: retry jobs: one handler call retried on a schedule, as a one-step task (M1-M8).
 //! - [`model`]: the records a state store hands out (tasks, steps, events).
+//! - [`token`]: API tokens' scopes, secrets and the hash the store keeps of them.
 //!
 //! Architecture invariant: this crate does no I/O and needs no async runtime; time and randomness
-//! come in as arguments, so every rule here is testable with plain values.
+//! come in as arguments, so every rule here is testable with plain values. The one exception is
+//! [`token::mint_secret`], which reads the operating system's random source (a secret must not be
+//! the caller's choice).
 
 pub mod backoff;
 pub mod breaker;
@@ -28,6 +31,7 @@ pub mod model;
 pub mod retry;
 pub mod state;
 pub mod time;
+pub mod token;
 pub mod workflow;
 
 pub use ids::{InstanceId, LeaseToken, StepId, TaskId};

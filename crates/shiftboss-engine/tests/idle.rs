@@ -199,6 +199,26 @@ impl Store for Counting {
     fn subscribe_due_work(&self, _wake: WakeFn) -> Subscription {
         Subscription::new(())
     }
+
+    async fn create_api_token(&self, p: NewApiToken) -> Result<ApiToken> {
+        self.count("create_api_token");
+        self.inner.create_api_token(p).await
+    }
+
+    async fn find_api_token(&self, secret_hash: &str) -> Result<Option<ApiToken>> {
+        self.count("find_api_token");
+        self.inner.find_api_token(secret_hash).await
+    }
+
+    async fn list_api_tokens(&self) -> Result<Vec<ApiToken>> {
+        self.count("list_api_tokens");
+        self.inner.list_api_tokens().await
+    }
+
+    async fn revoke_api_token(&self, name: &str) -> Result<bool> {
+        self.count("revoke_api_token");
+        self.inner.revoke_api_token(name).await
+    }
 }
 
 /// Fails its first call, then succeeds; records when each call started.

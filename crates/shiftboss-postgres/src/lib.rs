@@ -3,7 +3,7 @@
 //!
 //! Layout: [`migrate`] checks and migrates the store's schema; one module per group of store
 //! operations (`submit`, `claim`, `replies` with `reply_set`, `expire`, `leader`, `reconcile`,
-//! `schedulers`, `query`, `enqueue` and `jobs` for retry jobs, `archive` for the history tables);
+//! `schedulers`, `query`, `tokens`, `enqueue` and `jobs` for retry jobs, `archive` for the history tables);
 //! `writes` is the SQL of the shared write path (`shiftboss_store::advance`), which runs the decider
 //! inside the transaction that changed a step; `lock` holds the per-task lock (C7), `limits` the
 //! per-agent limits of claims, `listen` the due-work channel, `next` the next due times, `planner`
@@ -63,6 +63,7 @@ mod reply_set;
 mod rows;
 mod schedulers;
 mod submit;
+mod tokens;
 mod tx;
 mod writes;
 
@@ -498,5 +499,22 @@ impl Store for PostgresStore {
 
     fn subscribe_due_work(&self, wake: WakeFn) -> Subscription {
         listen::subscribe(self.inner.config.clone(), listen::channel(&self.inner.schema), wake)
+    }
+
+    async fn create_api_token(&self, p: NewApiToken) -> Result<ApiToken> {
+        p.validate()?;
+        self.write(async |t| tokens::create(t, &p).await).await
+    }
+
+    async fn find_api_token(&self, secret_hash: &str) -> Result<Option<ApiToken>> {
+        self.read(async |c| tokens::find(c, secret_hash).await).await
+    }
+
+    async fn list_api_tokens(&self) -> Result<Vec<ApiToken>> {
+        self.read(async |c| tokens::list(c).await).await
+    }
+
+    async fn revoke_api_token(&self, name: &str) -> Result<bool> {
+        self.write(async |t| tokens::revoke(t, name).await).await
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Layout: [`open`] checks and migrates a file; one module per group of store operations
 //! (`submit`, `claim`, `replies`, `expire`, `leader`, `reconcile`, `jobs`, `archive`,
-//! `schedulers`, `query`); `next` reads the next due times the roles sleep until; `writes` is the
+//! `schedulers`, `query`, `tokens`); `next` reads the next due times the roles sleep until; `writes` is the
 //! SQL of the shared write path (`shiftboss_store::advance`), which runs the decider inside the
 //! transaction that changed a step; `group` shares one commit among queued writes; `wake` rings
 //! subscribers when another connection commits; `tx`, `rows` and `error` are shared plumbing.
@@ -28,6 +28,7 @@ mod replies;
 mod rows;
 mod schedulers;
 mod submit;
+mod tokens;
 mod tx;
 mod wake;
 mod writes;
@@ -351,5 +352,24 @@ impl Store for SqliteStore {
     /// handles included (`wake.rs`); each ring costs the scheduler one claim.
     fn subscribe_due_work(&self, wake: WakeFn) -> Subscription {
         wake::subscribe(&self.inner.path, wake)
+    }
+
+    async fn create_api_token(&self, p: NewApiToken) -> Result<ApiToken> {
+        p.validate()?;
+        self.write(move |t| tokens::create(t, &p)).await
+    }
+
+    async fn find_api_token(&self, secret_hash: &str) -> Result<Option<ApiToken>> {
+        let hash = secret_hash.to_owned();
+        self.read(move |c| tokens::find(c, &hash)).await
+    }
+
+    async fn list_api_tokens(&self) -> Result<Vec<ApiToken>> {
+        self.read(tokens::list).await
+    }
+
+    async fn revoke_api_token(&self, name: &str) -> Result<bool> {
+        let name = name.to_owned();
+        self.write(move |t| tokens::revoke(t, &name)).await
     }
 }

@@ -178,6 +178,11 @@ macro_rules! conformance_suite {
                 the_archiver_leaves_live_work_and_recent_finishes_alone,
                 a_parent_moves_with_its_children_and_history_is_purged_after_keep,
             }
+            tokens {
+                create_find_list_and_revoke,
+                a_live_name_is_taken_and_a_revoked_one_is_free,
+                bad_tokens_are_invalid_input_and_change_nothing,
+            }
         );
     };
     (@modules $fixture:expr; $( $module:ident { $( $case:ident ),* $(,)? } )*) => {

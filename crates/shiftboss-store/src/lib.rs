@@ -15,12 +15,14 @@ pub mod jobs;
 pub mod lapse;
 pub mod params;
 pub mod subscription;
+pub mod tokens;
 
 pub use clock::{Clock, ManualClock};
 pub use error::StoreError;
 pub use jobs::*;
 pub use params::*;
 pub use subscription::{Subscription, WakeFn};
+pub use tokens::*;
 
 use async_trait::async_trait;
 use shiftboss_core::buckets::Member;
@@ -155,4 +157,20 @@ pub trait Store: Send + Sync + 'static {
     fn subscribe_due_work(&self, _wake: WakeFn) -> Subscription {
         Subscription::none()
     }
+
+    // What the HTTP API (issue 16) needs: API tokens, task and event paging, bulk actions.
+
+    /// Stores a new API token (its secret's hash, never the secret). A live token with the same
+    /// name is a `Conflict`; a revoked one's name may be taken again.
+    async fn create_api_token(&self, p: NewApiToken) -> Result<ApiToken>;
+
+    /// The live token whose secret hashes to `secret_hash`; none for an unknown or revoked one.
+    /// The lookup is by the hash, so no comparison of secrets happens here to be timed.
+    async fn find_api_token(&self, secret_hash: &str) -> Result<Option<ApiToken>>;
+
+    /// Every token, live and revoked, oldest first (never a hash).
+    async fn list_api_tokens(&self) -> Result<Vec<ApiToken>>;
+
+    /// Revokes the live token of this name; false when there is none.
+    async fn revoke_api_token(&self, name: &str) -> Result<bool>;
 }

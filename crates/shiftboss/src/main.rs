@@ -44,6 +44,9 @@ enum Command {
     /// Retry jobs: enqueue, list, show, search history, resubmit.
     #[command(subcommand)]
     Jobs(commands::jobs::JobsCommand),
+    /// API tokens for the HTTP API: create (the secret is shown once), list, revoke.
+    #[command(subcommand)]
+    Tokens(commands::tokens::TokensCommand),
 }
 
 async fn run(cli: Cli) -> anyhow::Result<bool> {
@@ -62,6 +65,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         Command::Tasks(c) => c.run(&db).await.map(|()| true),
         Command::Steps(c) => c.run(&db).await.map(|()| true),
         Command::Jobs(c) => c.run(&db, &file).await.map(|()| true),
+        Command::Tokens(c) => c.run(&db).await.map(|()| true),
     }
 }
 

@@ -7,6 +7,7 @@ pub mod migrate;
 pub mod serve;
 pub mod steps;
 pub mod tasks;
+pub mod tokens;
 pub mod workflows;
 
 /// Who an operator action is recorded as: `--actor`, else the login name.
