@@ -33,9 +33,15 @@ impl Timestamp {
     }
 }
 
+/// The last millisecond RFC 3339 can write (9999-12-31T23:59:59.999Z). Later times (a step due
+/// "never" is stored as the largest timestamp) are written as this one: a formatter that failed
+/// would make `to_string` panic.
+pub const LAST_WRITABLE: Timestamp = Timestamp(253_402_300_799_999);
+
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", humantime::format_rfc3339_millis(self.to_system()))
+        let t = if *self > LAST_WRITABLE { LAST_WRITABLE } else { *self };
+        write!(f, "{}", humantime::format_rfc3339_millis(t.to_system()))
     }
 }
 
@@ -117,6 +123,8 @@ mod tests {
     fn plus_saturates_and_since_never_goes_negative() {
         assert_eq!(Timestamp(i64::MAX - 1).plus(Duration::from_secs(1)), Timestamp(i64::MAX));
         assert_eq!(Timestamp(5).since(Timestamp(10)), Duration::ZERO);
+        assert_eq!(Timestamp(i64::MAX).to_string(), "9999-12-31T23:59:59.999Z", "far times are written, not a panic");
+        assert_eq!(Timestamp(-5).to_string(), "1970-01-01T00:00:00.000Z");
         assert_eq!(Timestamp(1500).since(Timestamp(500)), Duration::from_secs(1));
     }
 

@@ -142,9 +142,19 @@ impl Scheduler {
                     domains: this.config.domains.clone(),
                     limits: this.config.limits.clone(),
                 };
+                let claim = this.store.claim_due_work(p);
+                tokio::pin!(claim);
                 let claimed = tokio::select! {
-                    r = this.store.claim_due_work(p) => r,
-                    _ = stopping(&mut shutdown) => break,
+                    r = &mut claim => r,
+                    _ = stopping(&mut shutdown) => {
+                        // A claim in flight commits or not; one that commits holds steps that
+                        // only a lapsed lease would give back (as a failure, after the retry
+                        // delay). It gets the grace period to answer, and its steps run in it.
+                        match tokio::time::timeout(this.config.shutdown_grace, claim).await {
+                            Ok(r) => r,
+                            Err(_) => break,
+                        }
+                    }
                 };
                 match claimed {
                     Ok(work) => {

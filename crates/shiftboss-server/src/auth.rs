@@ -1,10 +1,13 @@
-//! Deny by default: every route but the health probes and the OpenAPI document needs a bearer
-//! token, and each route a scope. The store keeps only a token's hash; a token found is kept in
-//! memory for a few seconds, so a revocation takes effect within [`CACHE_FOR`] on every process.
+//! Deny by default: every route needs a bearer token with the scope that its OpenAPI operation
+//! names (`security: token: [scope]`), except the operations that name none (the health probes
+//! and the document itself). The document is the one statement of each route's scope: the
+//! middleware reads it, so what is documented is what is enforced. The store keeps only a
+//! token's hash; a token found is kept in memory for a few seconds, so a revocation takes effect
+//! within [`CACHE_FOR`] on every process.
 
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
@@ -20,8 +23,6 @@ use std::time::{Duration, Instant};
 pub const CACHE_FOR: Duration = Duration::from_secs(5);
 /// The most tokens kept in memory; beyond it the cache starts afresh.
 const CACHE_MAX: usize = 10_000;
-/// Paths that answer without a token: probes carry none, and the API's description is public.
-const OPEN_PATHS: [&str; 3] = ["/healthz", "/readyz", "/openapi.json"];
 
 /// Who is calling, and what they may do. Handlers take it as an argument and check the scope
 /// they need with [`Principal::require`].
@@ -100,11 +101,48 @@ impl Authenticator {
     }
 }
 
-/// The middleware: finds the caller's principal and puts it in the request for the handlers.
-pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    if OPEN_PATHS.contains(&req.uri().path()) {
-        return next.run(req).await;
+/// Each operation's scope, by method and route template, as the OpenAPI document states it
+/// (`None`: an open operation).
+#[derive(Debug, Default)]
+pub struct RouteScopes(HashMap<(String, String), Option<Scope>>);
+
+impl RouteScopes {
+    /// Reads the scopes from the document (as JSON). An operation that names a scope this build
+    /// does not know is refused here, at start, rather than left open.
+    pub fn from_doc(doc: &serde_json::Value) -> Result<RouteScopes, String> {
+        let mut map = HashMap::new();
+        let paths = doc["paths"].as_object().ok_or("the OpenAPI document has no paths")?;
+        for (path, item) in paths {
+            for (method, op) in item.as_object().into_iter().flatten() {
+                let named = op["security"].as_array().and_then(|s| s.first()).and_then(|s| s["token"][0].as_str());
+                let scope = match named {
+                    None => None,
+                    Some(n) => Some(Scope::parse(n).map_err(|e| format!("{method} {path}: {e}"))?),
+                };
+                map.insert((method.to_ascii_uppercase(), path.clone()), scope);
+            }
+        }
+        Ok(RouteScopes(map))
     }
+
+    /// `None`: not an operation of the document (the router answers 404 or 405); `Some(None)`: open.
+    fn of(&self, method: &str, route: &str) -> Option<Option<Scope>> {
+        self.0.get(&(method.to_owned(), route.to_owned())).copied()
+    }
+}
+
+/// The middleware: finds the caller's principal, checks the scope the route needs, and puts the
+/// principal in the request for the handlers.
+pub async fn authenticate(
+    State((state, scopes)): State<(AppState, std::sync::Arc<RouteScopes>)>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str().to_owned()).unwrap_or_default();
+    let needed = match scopes.of(req.method().as_str(), &route) {
+        None | Some(None) => return next.run(req).await,
+        Some(Some(scope)) => scope,
+    };
     let principal = match state.auth.mode() {
         AuthMode::Disabled => Ok(Principal { name: "anonymous".into(), scopes: Scopes::of(Scope::ALL) }),
         AuthMode::Tokens => match bearer(&req) {
@@ -112,6 +150,7 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
             Ok(secret) => state.auth.principal(state.store().as_ref(), secret).await,
         },
     };
+    let principal = principal.and_then(|p| p.require(needed).map(|()| p));
     match principal {
         Ok(p) => {
             req.extensions_mut().insert(p);

@@ -116,7 +116,11 @@ impl From<StoreError> for ApiError {
             StoreError::NotLeader(_) | StoreError::Incompatible(_) | StoreError::Backend(_) => {
                 // The store's own words may name tables and constraints: logged, not sent.
                 tracing::error!(error = %e, "state store error");
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the state store failed; see the server's log")
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "the state store failed; see the server's log",
+                )
             }
         }
     }

@@ -34,7 +34,11 @@ pub async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes
     Bytes::from_request(req, state).await.map_err(|e| {
         let status = e.status();
         if status == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(status, "body_too_large", "the body is larger than this server accepts (see the limits in the API's docs)")
+            ApiError::new(
+                status,
+                "body_too_large",
+                "the body is larger than this server accepts (see the limits in the API's docs)",
+            )
         } else {
             ApiError::bad_request(format!("the body could not be read: {e}"))
         }
@@ -69,8 +73,12 @@ impl<T: Serialize> IntoResponse for Json<T> {
     fn into_response(self) -> Response {
         match serde_json::to_vec(&self.0) {
             Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
-            Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("the answer could not be written: {e}"))
-                .into_response(),
+            Err(e) => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("the answer could not be written: {e}"),
+            )
+            .into_response(),
         }
     }
 }

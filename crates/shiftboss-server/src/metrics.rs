@@ -60,10 +60,16 @@ impl ApiMetrics {
         )?;
         let tasks = IntGaugeVec::new(Opts::new("tasks", "Tasks in the hot tables, by state."), &["state"])?;
         let steps = IntGaugeVec::new(Opts::new("steps", "Steps in the hot tables, by state."), &["state"])?;
-        let leader_term = IntGauge::new("supervisor_leader_term", "The supervisor's leader term this process holds (0: it does not lead).")?;
+        let leader_term = IntGauge::new(
+            "supervisor_leader_term",
+            "The supervisor's leader term this process holds (0: it does not lead).",
+        )?;
         let leading = IntGauge::new("supervisor_leading", "1 when this process leads the supervisor, else 0.")?;
         let sweeps = IntCounterVec::new(
-            Opts::new("supervisor_sweeps_total", "Supervisor sweeps run by this process (count), and their time (microseconds)."),
+            Opts::new(
+                "supervisor_sweeps_total",
+                "Supervisor sweeps run by this process (count), and their time (microseconds).",
+            ),
             &["measure"],
         )?;
         let store_up = IntGauge::new("store_up", "1 when the state store answered the last scrape's queries, else 0.")?;

@@ -1,7 +1,7 @@
 //! The router (every route, the middleware around them, the OpenAPI document made with them) and
 //! the server's run with its graceful end.
 
-use crate::auth::{self, AuthMode, Authenticator};
+use crate::auth::{self, AuthMode, Authenticator, RouteScopes};
 use crate::error::ApiError;
 use crate::limits::Limits;
 use crate::metrics::ApiMetrics;
@@ -36,7 +36,16 @@ impl Default for ApiConfig {
 }
 
 /// The API's router and its OpenAPI document.
-pub fn app(engine: Engine, config: ApiConfig) -> Result<(Router, utoipa::openapi::OpenApi), prometheus::Error> {
+/// Why the API could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error("route scopes: {0}")]
+    Scopes(String),
+}
+
+pub fn app(engine: Engine, config: ApiConfig) -> Result<(Router, utoipa::openapi::OpenApi), ServerError> {
     let state = AppState {
         engine,
         auth: Arc::new(Authenticator::new(config.auth)),
@@ -52,10 +61,11 @@ pub fn app(engine: Engine, config: ApiConfig) -> Result<(Router, utoipa::openapi
         .routes(api_routes!(openapi::openapi_json))
         .split_for_parts();
     let spec = Spec(Arc::new(serde_json::to_string(&doc).unwrap_or_default()));
+    let scopes = RouteScopes::from_doc(&serde_json::to_value(&doc).unwrap_or_default()).map_err(ServerError::Scopes)?;
     let limits = &config.limits;
     let router = router
         .fallback(not_found)
-        .layer(middleware::from_fn_with_state(state.clone(), auth::authenticate))
+        .layer(middleware::from_fn_with_state((state.clone(), Arc::new(scopes)), auth::authenticate))
         .layer(DefaultBodyLimit::max(limits.body_bytes))
         .layer(GlobalConcurrencyLimitLayer::new(limits.in_flight))
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, limits.request_time))
@@ -71,6 +81,10 @@ async fn not_found() -> ApiError {
 
 /// Serves until `shutdown` resolves, then stops accepting and finishes the requests in flight.
 /// The caller bounds how long that may take.
-pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     axum::serve(listener, router).with_graceful_shutdown(shutdown).await
 }

@@ -26,7 +26,8 @@ struct Api {
 impl Api {
     async fn new() -> Api {
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("s.db"), &OpenOptions::default()).unwrap());
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(dir.path().join("s.db"), &OpenOptions::default()).unwrap());
         let engine = Engine::builder(store.clone(), InstanceId::new("api-test").unwrap())
             .agent("http", HttpAgent::new())
             .build()
@@ -38,12 +39,23 @@ impl Api {
 
     async fn token(&self, name: &str, scopes: &[Scope]) -> String {
         let secret = mint_secret();
-        let t = NewApiToken { name: name.into(), scopes: Scopes::of(scopes.iter().copied()), secret_hash: hash_secret(&secret) };
+        let t = NewApiToken {
+            name: name.into(),
+            scopes: Scopes::of(scopes.iter().copied()),
+            secret_hash: hash_secret(&secret),
+        };
         self.store.create_api_token(t).await.unwrap();
         secret
     }
 
-    async fn call(&self, method: Method, uri: &str, token: Option<&str>, body: Option<Vec<u8>>, ct: &str) -> (StatusCode, Value, String) {
+    async fn call(
+        &self,
+        method: Method,
+        uri: &str,
+        token: Option<&str>,
+        body: Option<Vec<u8>>,
+        ct: &str,
+    ) -> (StatusCode, Value, String) {
         let mut b = Request::builder().method(method).uri(uri);
         if let Some(t) = token {
             b = b.header(header::AUTHORIZATION, format!("Bearer {t}"));
@@ -61,7 +73,8 @@ impl Api {
     }
 
     async fn json(&self, method: Method, uri: &str, token: &str, body: Value) -> (StatusCode, Value) {
-        let (s, v, _) = self.call(method, uri, Some(token), Some(serde_json::to_vec(&body).unwrap()), "application/json").await;
+        let (s, v, _) =
+            self.call(method, uri, Some(token), Some(serde_json::to_vec(&body).unwrap()), "application/json").await;
         (s, v)
     }
 
@@ -77,7 +90,11 @@ impl Api {
                     .and_then(|s| s.first())
                     .and_then(|s| s["token"][0].as_str())
                     .map(|s| Scope::parse(s).unwrap());
-                let filled = path.replace("{id}", "999999").replace("{key}", "nokey").replace("{name}", "noflow").replace("{version}", "1");
+                let filled = path
+                    .replace("{id}", "999999")
+                    .replace("{key}", "nokey")
+                    .replace("{name}", "noflow")
+                    .replace("{version}", "1");
                 out.push((method, filled, scope));
             }
         }
@@ -142,7 +159,11 @@ async fn a_bad_token_is_refused_and_a_revoked_one_too() {
         ApiConfig::default(),
     )
     .unwrap();
-    let req = Request::builder().uri("/v1/tasks").header(header::AUTHORIZATION, format!("Bearer {reader}")).body(Body::empty()).unwrap();
+    let req = Request::builder()
+        .uri("/v1/tasks")
+        .header(header::AUTHORIZATION, format!("Bearer {reader}"))
+        .body(Body::empty())
+        .unwrap();
     assert_eq!(router.oneshot(req).await.unwrap().status(), StatusCode::UNAUTHORIZED);
 }
 
@@ -207,7 +228,8 @@ async fn the_same_key_gives_back_the_task_and_another_input_is_a_conflict() {
     let (status, again) = api.json(Method::POST, "/v1/tasks", &t, submit).await;
     assert_eq!(status, StatusCode::OK, "{again}");
     assert_eq!((again["id"].clone(), again["created"].clone()), (first["id"].clone(), json!(false)));
-    let (status, v) = api.json(Method::POST, "/v1/tasks", &t, json!({"key": "order-1", "workflow": "one", "input": {"n": 2}})).await;
+    let (status, v) =
+        api.json(Method::POST, "/v1/tasks", &t, json!({"key": "order-1", "workflow": "one", "input": {"n": 2}})).await;
     assert_eq!((status, v["code"].as_str()), (StatusCode::CONFLICT, Some("conflict")), "{v}");
     let id = first["id"].as_str().unwrap();
     let (status, v, _) = api.call(Method::GET, &format!("/v1/tasks/{id}"), Some(&t), None, "").await;

@@ -53,7 +53,8 @@ impl Api {
     }
 
     async fn wait_state(&self, id: &str, want: &str) {
-        wait_for(&format!("task {id} {want}"), Duration::from_secs(20), || async { self.state(id).await == want }).await;
+        wait_for(&format!("task {id} {want}"), Duration::from_secs(20), || async { self.state(id).await == want })
+            .await;
     }
 }
 
@@ -91,7 +92,8 @@ async fn round_trip(db: String, logs: &Path) {
     // Submit by key; the same key again gives back the task.
     let mut ids = Vec::new();
     for i in 0..5 {
-        let (s, v) = api.post("/v1/tasks", json!({"key": format!("o-{i}"), "workflow": "order", "input": {"n": i}})).await;
+        let (s, v) =
+            api.post("/v1/tasks", json!({"key": format!("o-{i}"), "workflow": "order", "input": {"n": i}})).await;
         assert_eq!(s, StatusCode::CREATED, "{v}");
         ids.push(v["id"].as_str().unwrap().to_owned());
     }
@@ -131,6 +133,7 @@ async fn round_trip(db: String, logs: &Path) {
         .await;
     }
     // pause, then resume and signal: it completes.
+    let api = &api;
     let act = |id: &str, action: &str, extra: Value| {
         let mut body = json!({"reason": format!("test {action}")});
         body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
@@ -146,8 +149,12 @@ async fn round_trip(db: String, logs: &Path) {
     let (s, v) = act(&ids[0], "signal", json!({"name": "approve", "payload": {"by": "ann"}})).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     api.wait_state(&ids[0], "completed").await;
-    // skip the wait instead.
+    // Only agent steps can be skipped: the store's refusal reaches the client as a conflict.
     let (s, v) = act(&ids[1], "skip", json!({"step": "approval", "output": {"by": "op"}})).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("only agent steps"), "{v}");
+    // A wait ends by its step's name too.
+    let (s, v) = act(&ids[1], "signal", json!({"name": "approval"})).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     api.wait_state(&ids[1], "completed").await;
     // cancel, and cancel again: a conflict.
@@ -174,15 +181,19 @@ async fn round_trip(db: String, logs: &Path) {
 
     // The event log shows who acted: the token's name.
     let (_, v) = api.get(&format!("/v1/tasks/{}/events?limit=1000", ids[3])).await;
-    let terminated = v["items"].as_array().unwrap().iter().find(|e| e["kind"].as_str().unwrap().contains("terminat")).cloned();
+    let terminated =
+        v["items"].as_array().unwrap().iter().find(|e| e["kind"].as_str().unwrap().contains("terminat")).cloned();
     assert_eq!(terminated.map(|e| e["actor"].clone()), Some(json!("admin")), "{v}");
 
     // Scopes: a read token reads and cannot submit.
-    let out = bin().arg("--db").arg(&db).args(["tokens", "create", "--name", "dash", "--scopes", "read"]).output().unwrap();
+    let out =
+        bin().arg("--db").arg(&db).args(["tokens", "create", "--name", "dash", "--scopes", "read"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let secret = String::from_utf8_lossy(&out.stdout).split_whitespace().find(|w| w.starts_with("sbt_")).unwrap().to_owned();
+    let secret =
+        String::from_utf8_lossy(&out.stdout).split_whitespace().find(|w| w.starts_with("sbt_")).unwrap().to_owned();
     assert_eq!(api.send(Method::GET, "/v1/tasks", Some(&secret), None).await.0, StatusCode::OK);
-    let (s, v) = api.send(Method::POST, "/v1/tasks", Some(&secret), Some(json!({"key": "x", "workflow": "order"}))).await;
+    let (s, v) =
+        api.send(Method::POST, "/v1/tasks", Some(&secret), Some(json!({"key": "x", "workflow": "order"}))).await;
     assert_eq!((s, v["code"].as_str()), (StatusCode::FORBIDDEN, Some("forbidden")), "{v}");
 
     // Metrics, in a form promtool accepts.
@@ -242,12 +253,8 @@ async fn the_api_on_postgres() {
 async fn insecure_no_auth_is_refused_off_loopback() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
-    let out = bin()
-        .arg("--db")
-        .arg(&db)
-        .args(["serve", "--listen", "0.0.0.0:0", "--insecure-no-auth"])
-        .output()
-        .unwrap();
+    let out =
+        bin().arg("--db").arg(&db).args(["serve", "--listen", "0.0.0.0:0", "--insecure-no-auth"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a loopback address"));
 }
@@ -261,7 +268,8 @@ async fn sigterm_with_requests_and_steps_in_flight_loses_nothing() {
     let mut p = Serve::new(db.clone(), "api-term").service(&service.url).api().spawn(dir.path());
     p.wait_ready().await;
     let api = Api::of(&p);
-    let flow = json!({"name": "slow", "steps": [{"name": "a", "agent": "svc", "config": {"url": "/a"}, "timeout": "5s"}]});
+    let flow =
+        json!({"name": "slow", "steps": [{"name": "a", "agent": "svc", "config": {"url": "/a"}, "timeout": "5s"}]});
     assert_eq!(api.post("/v1/workflows", flow).await.0, StatusCode::CREATED);
     // Submitters keep going while the process is told to stop.
     let submitter = {

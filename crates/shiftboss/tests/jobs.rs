@@ -92,7 +92,17 @@ async fn a_refused_job_is_archived_found_in_history_and_resubmitted() {
         .arg(&db)
         .arg("--config")
         .arg(&config)
-        .args(["serve", "--listen", "off", "--instance-id", "s1", "--poll-interval", "50ms", "--supervisor-interval", "100ms"])
+        .args([
+            "serve",
+            "--listen",
+            "off",
+            "--instance-id",
+            "s1",
+            "--poll-interval",
+            "50ms",
+            "--supervisor-interval",
+            "100ms",
+        ])
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()

