@@ -13,6 +13,7 @@ pub mod event_kind;
 pub mod fault;
 pub mod jobs;
 pub mod lapse;
+pub mod listing;
 pub mod params;
 pub mod subscription;
 pub mod tokens;
@@ -20,13 +21,14 @@ pub mod tokens;
 pub use clock::{Clock, ManualClock};
 pub use error::StoreError;
 pub use jobs::*;
+pub use listing::*;
 pub use params::*;
 pub use subscription::{Subscription, WakeFn};
 pub use tokens::*;
 
 use async_trait::async_trait;
 use shiftboss_core::buckets::Member;
-use shiftboss_core::model::TaskRecord;
+use shiftboss_core::model::{EventRecord, TaskRecord};
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{InstanceId, TaskId, TaskState, Timestamp};
 
@@ -133,6 +135,8 @@ pub trait Store: Send + Sync + 'static {
 
     async fn find_archived_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>>;
 
+    /// A page of tasks matching a filter, newest first (by id); with `include_archived`, tasks in
+    /// history too, in the same order.
     async fn list_tasks(&self, p: ListTasks) -> Result<Vec<TaskRecord>>;
 
     /// Counts for dashboards and the demo's summary.
@@ -173,4 +177,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Revokes the live token of this name; false when there is none.
     async fn revoke_api_token(&self, name: &str) -> Result<bool>;
+
+    /// A page of one task's events (live or archived), oldest first: those with an id above
+    /// `after`, at most `limit`. Empty for an unknown task. `get_task` reads every event of a task;
+    /// this reads a task with very many a page at a time.
+    async fn task_events(&self, p: TaskEvents) -> Result<Vec<EventRecord>>;
 }

@@ -475,25 +475,6 @@ pub struct WorkflowSummary {
     pub created_at: Timestamp,
 }
 
-#[derive(Debug, Clone)]
-pub struct ListTasks {
-    /// Only tasks in this state.
-    pub state: Option<TaskState>,
-    /// Only tasks of this workflow.
-    pub workflow: Option<String>,
-    /// Only tasks with an id below this, for paging newest first.
-    pub before: Option<TaskId>,
-    /// At most this many tasks.
-    pub limit: u32,
-}
-
-impl Default for ListTasks {
-    /// All states, newest first, one page of 50.
-    fn default() -> Self {
-        ListTasks { state: None, workflow: None, before: None, limit: 50 }
-    }
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskDetail {
     /// The task's row.

@@ -168,3 +168,29 @@ fn an_empty_definition_file_is_called_empty() {
         assert!(!e.contains("invalid type"), "{e}");
     }
 }
+
+/// `tasks list` with the filters and cursor of the store's listing: key prefix, workflow, state,
+/// `--before` for the next page; no wildcard in a prefix.
+#[test]
+fn tasks_list_filters_by_key_prefix_and_pages_with_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    ok(&db, &["workflows", "apply", file(dir.path(), "gate.yaml", GATE).to_str().unwrap()]);
+    for key in ["order-1", "order-2", "order-3", "refund-1", "order_x"] {
+        ok(&db, &["tasks", "start", "gate", "--key", key]);
+    }
+    let keys = |out: &str| -> Vec<String> {
+        out.lines().skip(1).filter_map(|l| l.split_whitespace().nth(2).map(str::to_owned)).collect()
+    };
+    let orders = ok(&db, &["tasks", "list", "--key-prefix", "order-"]);
+    assert_eq!(keys(&orders), ["order-3", "order-2", "order-1"], "newest first:\n{orders}");
+    let first = ok(&db, &["tasks", "list", "--key-prefix", "order-", "--limit", "2"]);
+    assert_eq!(keys(&first), ["order-3", "order-2"]);
+    let last_id = first.lines().nth(2).unwrap().split_whitespace().next().unwrap().to_owned();
+    let next = ok(&db, &["tasks", "list", "--key-prefix", "order-", "--limit", "2", "--before", &last_id]);
+    assert_eq!(keys(&next), ["order-1"]);
+    assert_eq!(keys(&ok(&db, &["tasks", "list", "--key-prefix", "order_"])), ["order_x"], "no wildcard");
+    let none = ok(&db, &["tasks", "list", "--workflow", "other", "--archived"]);
+    assert!(none.contains("(no tasks)"), "{none}");
+    assert_eq!(keys(&ok(&db, &["tasks", "list", "--state", "running", "--workflow", "gate"])).len(), 5);
+}

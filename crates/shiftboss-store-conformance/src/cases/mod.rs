@@ -14,6 +14,7 @@ pub mod jobs;
 pub mod leader;
 pub mod next;
 pub mod operator;
+pub mod paging;
 pub mod policies;
 pub mod query;
 pub mod reconcile;
