@@ -224,6 +224,11 @@ impl Store for Counting {
         self.count("task_events");
         self.inner.task_events(p).await
     }
+
+    async fn bulk_operate(&self, p: BulkOperate) -> Result<BulkReport> {
+        self.count("bulk_operate");
+        self.inner.bulk_operate(p).await
+    }
 }
 
 /// Fails its first call, then succeeds; records when each call started.

@@ -523,4 +523,12 @@ impl Store for PostgresStore {
         p.validate()?;
         self.read(async |c| query::task_events(c, &p).await).await
     }
+
+    async fn bulk_operate(&self, p: BulkOperate) -> Result<BulkReport> {
+        p.validate()?;
+        let ids = self.read(async |c| query::task_ids(c, &p.filter, p.limit + 1).await).await?;
+        let p = &p;
+        Ok(shiftboss_store::bulk::run_bulk(p, ids, |id| self.write(async move |t| advance::bulk_act(t, id, p).await))
+            .await)
+    }
 }

@@ -147,6 +147,15 @@ pub async fn list_tasks(c: Conn<'_>, p: &ListTasks) -> Result<Vec<TaskRecord>, S
     rows.iter().map(|r| Ok(TaskRecord { archived: get(r, 13)?, ..crate::rows::task(r)? })).collect()
 }
 
+/// The ids of the live tasks a filter matches, oldest first, at most `limit`.
+pub async fn task_ids(c: Conn<'_>, f: &TaskFilter, limit: u32) -> Result<Vec<TaskId>, StoreError> {
+    let mut w = Where::of(f, None);
+    let filter = w.clause();
+    w.values.push(Box::new(i64::from(limit)));
+    let sql = format!("SELECT id FROM tasks {filter} ORDER BY id LIMIT ${}", w.values.len());
+    c.query(&sql, &w.params()).await?.iter().map(|r| Ok(TaskId(get(r, 0)?))).collect()
+}
+
 /// One page of a task's events, from whichever table holds them (a task's events are all in one:
 /// the archiver moves them with it, in one transaction; one statement reads one snapshot).
 pub async fn task_events(c: Conn<'_>, p: &TaskEvents) -> Result<Vec<EventRecord>, StoreError> {

@@ -378,4 +378,16 @@ impl Store for SqliteStore {
         p.validate()?;
         self.read(move |c| query::task_events(c, &p)).await
     }
+
+    async fn bulk_operate(&self, p: BulkOperate) -> Result<BulkReport> {
+        p.validate()?;
+        let (filter, limit) = (p.filter.clone(), p.limit + 1);
+        let ids = self.read(move |c| query::task_ids(c, &filter, limit)).await?;
+        let p = Arc::new(p);
+        Ok(shiftboss_store::bulk::run_bulk(&p, ids, |id| {
+            let p = p.clone();
+            self.write(move |t| writes::run_now(advance::bulk_act(t, id, &p)))
+        })
+        .await)
+    }
 }

@@ -136,6 +136,15 @@ pub fn list_tasks(c: &Connection, p: &ListTasks) -> Result<Vec<TaskRecord>, Stor
     })
 }
 
+/// The ids of the live tasks a filter matches, oldest first, at most `limit`.
+pub fn task_ids(c: &Connection, f: &TaskFilter, limit: u32) -> Result<Vec<TaskId>, StoreError> {
+    let mut w = Where::of(f, None);
+    let filter = w.clause();
+    w.values.push(Value::Integer(i64::from(limit)));
+    let sql = format!("SELECT id FROM tasks {filter} ORDER BY id LIMIT ?{}", w.values.len());
+    collect(c, &sql, params_from_iter(w.values), |r| Ok(TaskId(r.get(0)?)))
+}
+
 /// One page of a task's events, from whichever table holds them (a task's events are all in
 /// one: the archiver moves them with it, in one transaction).
 pub fn task_events(c: &Connection, p: &TaskEvents) -> Result<Vec<EventRecord>, StoreError> {

@@ -183,6 +183,11 @@ macro_rules! conformance_suite {
                 list_tasks_includes_history_on_request,
                 task_events_come_a_page_at_a_time_live_or_archived,
             }
+            bulk {
+                a_dry_run_counts_and_the_action_cancels_each_task_reporting_refusals,
+                resubmit_and_retry_run_steps_in_error_again,
+                the_limit_caps_the_tasks_and_failures_are_listed_up_to_a_bound,
+            }
             tokens {
                 create_find_list_and_revoke,
                 a_live_name_is_taken_and_a_revoked_one_is_free,

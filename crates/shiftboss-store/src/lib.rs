@@ -6,6 +6,7 @@
 //! outcome) together; every write on behalf of a claim is fenced by the claim's lease token.
 
 pub mod advance;
+pub mod bulk;
 pub mod clock;
 pub mod decided;
 pub mod error;
@@ -18,6 +19,7 @@ pub mod params;
 pub mod subscription;
 pub mod tokens;
 
+pub use bulk::{BulkCommand, BulkFailure, BulkOperate, BulkReport, MAX_BULK_FAILURES, MAX_BULK_TASKS};
 pub use clock::{Clock, ManualClock};
 pub use error::StoreError;
 pub use jobs::*;
@@ -182,4 +184,12 @@ pub trait Store: Send + Sync + 'static {
     /// `after`, at most `limit`. Empty for an unknown task. `get_task` reads every event of a task;
     /// this reads a task with very many a page at a time.
     async fn task_events(&self, p: TaskEvents) -> Result<Vec<EventRecord>>;
+
+    /// An operator action (cancel, retry, resubmit the steps in Error) on every live task that
+    /// matches a filter, oldest first, at most `limit` of them; with `dry_run`, only counts them.
+    /// Each task is acted on in a transaction of its own, so the action is not atomic across
+    /// tasks: a task whose state forbids it (or that changed meanwhile) is reported in the
+    /// report's failures, unchanged, and the others go on. A call that fails as a whole (the
+    /// store out of reach) may have acted on some tasks: running it again reports those as refused.
+    async fn bulk_operate(&self, p: BulkOperate) -> Result<BulkReport>;
 }

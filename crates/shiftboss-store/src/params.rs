@@ -331,7 +331,7 @@ pub const MAX_OPERATOR_TEXT: usize = 1000;
 
 /// An operator action's actor (1 to [`MAX_OPERATOR_TEXT`] bytes) and reason (at most that), with no
 /// NUL: PostgreSQL's text cannot keep one, and the stores must accept the same input.
-fn check_actor_and_reason(actor: &str, reason: &str) -> Result<(), crate::StoreError> {
+pub(crate) fn check_actor_and_reason(actor: &str, reason: &str) -> Result<(), crate::StoreError> {
     let ok = |s: &str| s.len() <= MAX_OPERATOR_TEXT && !s.contains('\0');
     if actor.is_empty() || !ok(actor) || !ok(reason) {
         return Err(crate::StoreError::InvalidInput(format!(

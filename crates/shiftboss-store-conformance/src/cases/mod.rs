@@ -3,6 +3,7 @@
 
 pub mod archive;
 pub mod buckets;
+pub mod bulk;
 pub mod cancel;
 pub mod claim;
 pub mod compensation;
