@@ -121,6 +121,9 @@ pub enum TasksCommand {
         #[command(flatten)]
         who: Who,
     },
+    /// Cancel, retry or resubmit every live task a filter matches (try --dry-run first). Each task
+    /// is acted on alone: one whose state forbids the action is listed and the others go on.
+    Bulk(super::bulk::BulkArgs),
 }
 
 /// Who acts and why, for the event log.
@@ -132,6 +135,13 @@ pub struct Who {
     /// Who, for the event log (default: your login name).
     #[arg(long)]
     actor: Option<String>,
+}
+
+impl Who {
+    /// The actor (`--actor`, else the login name) and the reason.
+    pub fn into_parts(self) -> (String, String) {
+        (self.actor.unwrap_or_else(super::default_actor), self.reason)
+    }
 }
 
 impl TasksCommand {
@@ -197,6 +207,7 @@ impl TasksCommand {
                 let output = json_arg::read("--output", &output)?;
                 operate(&*store, &task, who, TaskCommand::Skip { step, output }).await?;
             }
+            TasksCommand::Bulk(args) => args.run(&*store).await?,
             TasksCommand::Signal { task, name, data, who } => {
                 let payload = json_arg::read("--data", &data)?;
                 operate(&*store, &task, who, TaskCommand::Signal { name, payload }).await?;
