@@ -36,6 +36,9 @@ pub struct TaskRecord {
     pub parent_task_id: Option<TaskId>,
     /// When the workflow's timeout ends the task, if it has one.
     pub deadline_at: Option<Timestamp>,
+    /// True when it was read from the history tables, where the archiver moves finished tasks.
+    #[serde(default)]
+    pub archived: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

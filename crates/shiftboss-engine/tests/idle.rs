@@ -9,7 +9,7 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use shiftboss_core::buckets::Member;
-use shiftboss_core::model::TaskRecord;
+use shiftboss_core::model::{EventRecord, TaskRecord};
 use shiftboss_core::retry::RetryPolicy;
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{InstanceId, TaskId, TaskState, Timestamp};
@@ -218,6 +218,16 @@ impl Store for Counting {
     async fn revoke_api_token(&self, name: &str) -> Result<bool> {
         self.count("revoke_api_token");
         self.inner.revoke_api_token(name).await
+    }
+
+    async fn task_events(&self, p: TaskEvents) -> Result<Vec<EventRecord>> {
+        self.count("task_events");
+        self.inner.task_events(p).await
+    }
+
+    async fn bulk_operate(&self, p: BulkOperate) -> Result<BulkReport> {
+        self.count("bulk_operate");
+        self.inner.bulk_operate(p).await
     }
 }
 

@@ -75,7 +75,7 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use error::{map_err, pool_err};
 use shiftboss_core::buckets::Member;
-use shiftboss_core::model::TaskRecord;
+use shiftboss_core::model::{EventRecord, TaskRecord};
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{InstanceId, TaskId, TaskState, Timestamp};
 use shiftboss_store::advance;
@@ -478,6 +478,7 @@ impl Store for PostgresStore {
     }
 
     async fn list_tasks(&self, p: ListTasks) -> Result<Vec<TaskRecord>> {
+        p.validate()?;
         self.read(async |c| query::list_tasks(c, &p).await).await
     }
 
@@ -516,5 +517,18 @@ impl Store for PostgresStore {
 
     async fn revoke_api_token(&self, name: &str) -> Result<bool> {
         self.write(async |t| tokens::revoke(t, name).await).await
+    }
+
+    async fn task_events(&self, p: TaskEvents) -> Result<Vec<EventRecord>> {
+        p.validate()?;
+        self.read(async |c| query::task_events(c, &p).await).await
+    }
+
+    async fn bulk_operate(&self, p: BulkOperate) -> Result<BulkReport> {
+        p.validate()?;
+        let ids = self.read(async |c| query::task_ids(c, &p.filter, p.limit + 1).await).await?;
+        let p = &p;
+        Ok(shiftboss_store::bulk::run_bulk(p, ids, |id| self.write(async move |t| advance::bulk_act(t, id, p).await))
+            .await)
     }
 }

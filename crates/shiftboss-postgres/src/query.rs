@@ -7,10 +7,12 @@
 
 use crate::rows::{EVENT_COLUMNS, STEP_COLUMNS, TASK_COLUMNS, get, parsed};
 use crate::tx::{Conn, DefCache, pg_int};
-use shiftboss_core::model::TaskRecord;
+use shiftboss_core::model::{EventRecord, TaskRecord};
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{StepState, TaskId, TaskState};
-use shiftboss_store::{ListTasks, StoreError, Summary, TaskDetail, WorkflowSummary, event_kind as ev};
+use shiftboss_store::{
+    ListTasks, StoreError, Summary, TaskDetail, TaskEvents, TaskFilter, WorkflowSummary, event_kind as ev,
+};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
@@ -52,7 +54,7 @@ pub async fn get_task(c: Conn<'_>, id: TaskId, place: Place) -> Result<Option<Ta
     together!(task = c.query_opt(&task, &by_id), steps = c.query(&steps, &by_id), events = c.query(&events, &by_id));
     let Some(task) = task else { return Ok(None) };
     Ok(Some(TaskDetail {
-        task: crate::rows::task(&task)?,
+        task: TaskRecord { archived: place == Place::History, ..crate::rows::task(&task)? },
         steps: steps.iter().map(crate::rows::step).collect::<Result<_, _>>()?,
         events: events.iter().map(crate::rows::event).collect::<Result<_, _>>()?,
     }))
@@ -61,33 +63,112 @@ pub async fn get_task(c: Conn<'_>, id: TaskId, place: Place) -> Result<Option<Ta
 pub async fn find_task_by_key(c: Conn<'_>, key: &str, place: Place) -> Result<Option<TaskRecord>, StoreError> {
     let sql = format!("SELECT {TASK_COLUMNS} FROM tasks{} WHERE task_key = $1", place.suffix());
     let row = c.query_opt(&sql, &[&key]).await?;
-    row.as_ref().map(crate::rows::task).transpose()
+    let task = row.as_ref().map(crate::rows::task).transpose()?;
+    Ok(task.map(|t| TaskRecord { archived: place == Place::History, ..t }))
 }
 
-/// Only the filters given go into the statement, so each shape gets a plan that uses its index
-/// (a generic plan of "$1 IS NULL OR state = $1" cannot).
+/// A task filter as a WHERE clause over numbered parameters, and their values. Only the filters
+/// given go into the statement, so each shape gets a plan that uses its index (a generic plan of
+/// "$1 IS NULL OR state = $1" cannot).
+#[derive(Default)]
+pub struct Where {
+    conditions: Vec<String>,
+    pub values: Vec<Box<dyn ToSql + Sync + Send>>,
+}
+
+impl Where {
+    pub fn of(f: &TaskFilter, before: Option<TaskId>) -> Where {
+        let mut w = Where::default();
+        if let Some(s) = f.state {
+            w.add("state = ?", Box::new(s.as_str()));
+        }
+        if let Some(wf) = &f.workflow {
+            w.add("workflow = ?", Box::new(wf.clone()));
+        }
+        // Byte order whatever the database's collation, so that the range holds exactly the keys
+        // that start with the prefix (history has an index in this collation; see migration 9).
+        if let Some((lo, hi)) = f.key_range() {
+            w.add("task_key COLLATE \"C\" >= ?", Box::new(lo.to_owned()));
+            if let Some(hi) = hi {
+                w.add("task_key COLLATE \"C\" < ?", Box::new(hi));
+            }
+        }
+        for (column, op, t) in [
+            ("created_at", ">=", f.created_from),
+            ("created_at", "<", f.created_to),
+            ("updated_at", ">=", f.updated_from),
+            ("updated_at", "<", f.updated_to),
+        ] {
+            if let Some(t) = t {
+                w.add(&format!("{column} {op} ?"), Box::new(t.0));
+            }
+        }
+        if let Some(b) = before {
+            w.add("id < ?", Box::new(b.0));
+        }
+        w
+    }
+
+    /// `condition` with one `?`, which becomes this value's number.
+    pub fn add(&mut self, condition: &str, value: Box<dyn ToSql + Sync + Send>) {
+        self.values.push(value);
+        self.conditions.push(condition.replace('?', &format!("${}", self.values.len())));
+    }
+
+    /// `WHERE a AND b`, or nothing.
+    pub fn clause(&self) -> String {
+        if self.conditions.is_empty() { String::new() } else { format!("WHERE {}", self.conditions.join(" AND ")) }
+    }
+
+    pub fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)).collect()
+    }
+}
+
+/// Live tasks, and with `include_archived` history's too: each table's newest page, merged.
 pub async fn list_tasks(c: Conn<'_>, p: &ListTasks) -> Result<Vec<TaskRecord>, StoreError> {
-    let state = p.state.map(TaskState::as_str);
-    let before = p.before.map(|b| b.0);
-    let limit = i64::from(p.limit);
-    let mut filters = Vec::new();
-    let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
-    if let Some(s) = &state {
-        params.push(s);
-        filters.push(format!("state = ${}", params.len()));
-    }
-    if let Some(w) = &p.workflow {
-        params.push(w);
-        filters.push(format!("workflow = ${}", params.len()));
-    }
-    if let Some(b) = &before {
-        params.push(b);
-        filters.push(format!("id < ${}", params.len()));
-    }
-    params.push(&limit);
-    let filter = if filters.is_empty() { String::new() } else { format!("WHERE {}", filters.join(" AND ")) };
-    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks {filter} ORDER BY id DESC LIMIT ${}", params.len());
-    c.query(&sql, &params).await?.iter().map(crate::rows::task).collect()
+    let mut w = Where::of(&p.filter, p.before);
+    let filter = w.clause();
+    w.values.push(Box::new(i64::from(p.limit)));
+    let limit = format!("${}", w.values.len());
+    let page = |table: &str, archived: bool| {
+        format!("SELECT {TASK_COLUMNS}, {archived} AS archived FROM {table} {filter} ORDER BY id DESC LIMIT {limit}")
+    };
+    let sql = if p.include_archived {
+        format!(
+            "SELECT * FROM ({}) AS live UNION ALL SELECT * FROM ({}) AS old ORDER BY id DESC LIMIT {limit}",
+            page("tasks", false),
+            page("tasks_history", true)
+        )
+    } else {
+        page("tasks", false)
+    };
+    let rows = c.query(&sql, &w.params()).await?;
+    rows.iter().map(|r| Ok(TaskRecord { archived: get(r, 13)?, ..crate::rows::task(r)? })).collect()
+}
+
+/// The ids of the live tasks a filter matches, oldest first, at most `limit`.
+pub async fn task_ids(c: Conn<'_>, f: &TaskFilter, limit: u32) -> Result<Vec<TaskId>, StoreError> {
+    let mut w = Where::of(f, None);
+    let filter = w.clause();
+    w.values.push(Box::new(i64::from(limit)));
+    let sql = format!("SELECT id FROM tasks {filter} ORDER BY id LIMIT ${}", w.values.len());
+    c.query(&sql, &w.params()).await?.iter().map(|r| Ok(TaskId(get(r, 0)?))).collect()
+}
+
+/// One page of a task's events, from whichever table holds them (a task's events are all in one:
+/// the archiver moves them with it, in one transaction; one statement reads one snapshot).
+pub async fn task_events(c: Conn<'_>, p: &TaskEvents) -> Result<Vec<EventRecord>, StoreError> {
+    let page = |table: &str| {
+        format!("SELECT {EVENT_COLUMNS} FROM {table} WHERE task_id = $1 AND id > $2 ORDER BY id LIMIT $3")
+    };
+    let sql = format!(
+        "SELECT * FROM ({}) AS live UNION ALL SELECT * FROM ({}) AS old ORDER BY id LIMIT $3",
+        page("events"),
+        page("events_history")
+    );
+    let (after, limit) = (p.after.unwrap_or(0), i64::from(p.limit));
+    c.query(&sql, &[&p.task_id.0, &after, &limit]).await?.iter().map(crate::rows::event).collect()
 }
 
 /// The registered definition, the newest version when `version` is none.

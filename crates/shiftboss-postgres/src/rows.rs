@@ -67,6 +67,8 @@ pub fn task(row: &Row) -> Result<TaskRecord, StoreError> {
         bucket: bucket(row, 10)?,
         parent_task_id: get::<Option<i64>>(row, 11)?.map(TaskId),
         deadline_at: get::<Option<i64>>(row, 12)?.map(Timestamp),
+        // The reads of history set it.
+        archived: false,
     })
 }
 

@@ -39,7 +39,7 @@ use async_trait::async_trait;
 use error::map_err;
 use rusqlite::{Connection, Transaction};
 use shiftboss_core::buckets::Member;
-use shiftboss_core::model::TaskRecord;
+use shiftboss_core::model::{EventRecord, TaskRecord};
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{InstanceId, TaskId, TaskState, Timestamp};
 use shiftboss_store::advance;
@@ -328,6 +328,7 @@ impl Store for SqliteStore {
     }
 
     async fn list_tasks(&self, p: ListTasks) -> Result<Vec<TaskRecord>> {
+        p.validate()?;
         self.read(move |c| query::list_tasks(c, &p)).await
     }
 
@@ -371,5 +372,22 @@ impl Store for SqliteStore {
     async fn revoke_api_token(&self, name: &str) -> Result<bool> {
         let name = name.to_owned();
         self.write(move |t| tokens::revoke(t, &name)).await
+    }
+
+    async fn task_events(&self, p: TaskEvents) -> Result<Vec<EventRecord>> {
+        p.validate()?;
+        self.read(move |c| query::task_events(c, &p)).await
+    }
+
+    async fn bulk_operate(&self, p: BulkOperate) -> Result<BulkReport> {
+        p.validate()?;
+        let (filter, limit) = (p.filter.clone(), p.limit + 1);
+        let ids = self.read(move |c| query::task_ids(c, &filter, limit)).await?;
+        let p = Arc::new(p);
+        Ok(shiftboss_store::bulk::run_bulk(&p, ids, |id| {
+            let p = p.clone();
+            self.write(move |t| writes::run_now(advance::bulk_act(t, id, &p)))
+        })
+        .await)
     }
 }

@@ -2,10 +2,13 @@
 
 use crate::error::map_err;
 use crate::rows::{EVENT_COLUMNS, STEP_COLUMNS, TASK_COLUMNS};
-use rusqlite::{Connection, OptionalExtension, params};
-use shiftboss_core::model::TaskRecord;
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use shiftboss_core::model::{EventRecord, TaskRecord};
 use shiftboss_core::{StepState, TaskId, TaskState};
-use shiftboss_store::{ListTasks, StoreError, Summary, TaskDetail, WorkflowSummary, event_kind as ev};
+use shiftboss_store::{
+    ListTasks, StoreError, Summary, TaskDetail, TaskEvents, TaskFilter, WorkflowSummary, event_kind as ev,
+};
 
 /// Which tables a read looks at: the hot ones, or history (same columns, `_history` names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +35,8 @@ pub fn get_task(c: &Connection, id: TaskId, place: Place) -> Result<Option<TaskD
         )
         .optional()
         .map_err(map_err)?;
-    let Some(task) = task else { return Ok(None) };
+    let Some(mut task) = task else { return Ok(None) };
+    task.archived = place == Place::History;
     let steps = collect(
         c,
         &format!("SELECT {STEP_COLUMNS} FROM {} WHERE task_id = ?1 ORDER BY id", place.table("steps")),
@@ -50,21 +54,109 @@ pub fn get_task(c: &Connection, id: TaskId, place: Place) -> Result<Option<TaskD
 
 pub fn find_task_by_key(c: &Connection, key: &str, place: Place) -> Result<Option<TaskRecord>, StoreError> {
     let sql = format!("SELECT {TASK_COLUMNS} FROM {} WHERE task_key = ?1", place.table("tasks"));
-    c.query_row(&sql, [key], crate::rows::task).optional().map_err(map_err)
+    let task = c.query_row(&sql, [key], crate::rows::task).optional().map_err(map_err)?;
+    Ok(task.map(|t| TaskRecord { archived: place == Place::History, ..t }))
 }
 
+/// A task filter as a WHERE clause over numbered parameters, and their values. Only the filters
+/// given are written, so that each shape of filter is planned for the indexes it can use
+/// (`tasks_by_state` for a state, the key's unique index for a prefix) instead of one statement
+/// of "?1 IS NULL OR ..." that can use none.
+#[derive(Default)]
+pub struct Where {
+    conditions: Vec<String>,
+    pub values: Vec<Value>,
+}
+
+impl Where {
+    pub fn of(f: &TaskFilter, before: Option<TaskId>) -> Where {
+        let mut w = Where::default();
+        if let Some(s) = f.state {
+            w.add("state = ?", Value::Text(s.as_str().into()));
+        }
+        if let Some(wf) = &f.workflow {
+            w.add("workflow = ?", Value::Text(wf.clone()));
+        }
+        // A range, which SQLite reads from the key's index (text compares as bytes here), where
+        // LIKE 'prefix%' would need case-sensitive LIKE turned on to use it.
+        if let Some((lo, hi)) = f.key_range() {
+            w.add("task_key >= ?", Value::Text(lo.into()));
+            if let Some(hi) = hi {
+                w.add("task_key < ?", Value::Text(hi));
+            }
+        }
+        for (column, op, t) in [
+            ("created_at", ">=", f.created_from),
+            ("created_at", "<", f.created_to),
+            ("updated_at", ">=", f.updated_from),
+            ("updated_at", "<", f.updated_to),
+        ] {
+            if let Some(t) = t {
+                w.add(&format!("{column} {op} ?"), Value::Integer(t.0));
+            }
+        }
+        if let Some(b) = before {
+            w.add("id < ?", Value::Integer(b.0));
+        }
+        w
+    }
+
+    /// `condition` with one `?`, which becomes this value's number.
+    fn add(&mut self, condition: &str, value: Value) {
+        self.values.push(value);
+        self.conditions.push(condition.replace('?', &format!("?{}", self.values.len())));
+    }
+
+    /// `WHERE a AND b`, or nothing.
+    pub fn clause(&self) -> String {
+        if self.conditions.is_empty() { String::new() } else { format!("WHERE {}", self.conditions.join(" AND ")) }
+    }
+}
+
+/// Live tasks, and with `include_archived` history's too: each table's newest page, merged.
 pub fn list_tasks(c: &Connection, p: &ListTasks) -> Result<Vec<TaskRecord>, StoreError> {
+    let mut w = Where::of(&p.filter, p.before);
+    let filter = w.clause();
+    w.values.push(Value::Integer(i64::from(p.limit)));
+    let limit = format!("?{}", w.values.len());
+    let page = |table: &str, archived: u8| {
+        format!("SELECT {TASK_COLUMNS}, {archived} AS archived FROM {table} {filter} ORDER BY id DESC LIMIT {limit}")
+    };
+    let sql = if p.include_archived {
+        format!(
+            "SELECT * FROM ({}) UNION ALL SELECT * FROM ({}) ORDER BY id DESC LIMIT {limit}",
+            page("tasks", 0),
+            page("tasks_history", 1)
+        )
+    } else {
+        page("tasks", 0)
+    };
+    collect(c, &sql, params_from_iter(w.values), |r| {
+        Ok(TaskRecord { archived: r.get::<_, i64>(13)? != 0, ..crate::rows::task(r)? })
+    })
+}
+
+/// The ids of the live tasks a filter matches, oldest first, at most `limit`.
+pub fn task_ids(c: &Connection, f: &TaskFilter, limit: u32) -> Result<Vec<TaskId>, StoreError> {
+    let mut w = Where::of(f, None);
+    let filter = w.clause();
+    w.values.push(Value::Integer(i64::from(limit)));
+    let sql = format!("SELECT id FROM tasks {filter} ORDER BY id LIMIT ?{}", w.values.len());
+    collect(c, &sql, params_from_iter(w.values), |r| Ok(TaskId(r.get(0)?)))
+}
+
+/// One page of a task's events, from whichever table holds them (a task's events are all in
+/// one: the archiver moves them with it, in one transaction).
+pub fn task_events(c: &Connection, p: &TaskEvents) -> Result<Vec<EventRecord>, StoreError> {
+    let page = |table: &str| {
+        format!("SELECT {EVENT_COLUMNS} FROM {table} WHERE task_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3")
+    };
     let sql = format!(
-        "SELECT {TASK_COLUMNS} FROM tasks
-         WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR workflow = ?2) AND (?3 IS NULL OR id < ?3)
-         ORDER BY id DESC LIMIT ?4"
+        "SELECT * FROM ({}) UNION ALL SELECT * FROM ({}) ORDER BY id LIMIT ?3",
+        page("events"),
+        page("events_history")
     );
-    collect(
-        c,
-        &sql,
-        params![p.state.map(TaskState::as_str), p.workflow, p.before.map(|b| b.0), p.limit],
-        crate::rows::task,
-    )
+    collect(c, &sql, params![p.task_id.0, p.after.unwrap_or(0), p.limit], crate::rows::event)
 }
 
 pub fn task_counts(c: &Connection) -> Result<Vec<(TaskState, u64)>, StoreError> {

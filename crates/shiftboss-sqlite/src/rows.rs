@@ -50,6 +50,8 @@ pub fn task(row: &Row<'_>) -> rusqlite::Result<TaskRecord> {
         bucket: row.get(10)?,
         parent_task_id: row.get::<_, Option<i64>>(11)?.map(TaskId),
         deadline_at: row.get::<_, Option<i64>>(12)?.map(Timestamp),
+        // The reads of history set it.
+        archived: false,
     })
 }
 

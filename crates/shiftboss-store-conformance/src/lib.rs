@@ -178,6 +178,16 @@ macro_rules! conformance_suite {
                 the_archiver_leaves_live_work_and_recent_finishes_alone,
                 a_parent_moves_with_its_children_and_history_is_purged_after_keep,
             }
+            paging {
+                list_tasks_by_key_prefix_and_time_ranges,
+                list_tasks_includes_history_on_request,
+                task_events_come_a_page_at_a_time_live_or_archived,
+            }
+            bulk {
+                a_dry_run_counts_and_the_action_cancels_each_task_reporting_refusals,
+                resubmit_and_retry_run_steps_in_error_again,
+                the_limit_caps_the_tasks_and_failures_are_listed_up_to_a_bound,
+            }
             tokens {
                 create_find_list_and_revoke,
                 a_live_name_is_taken_and_a_revoked_one_is_free,

@@ -6,6 +6,7 @@
 //! outcome) together; every write on behalf of a claim is fenced by the claim's lease token.
 
 pub mod advance;
+pub mod bulk;
 pub mod clock;
 pub mod decided;
 pub mod error;
@@ -13,20 +14,23 @@ pub mod event_kind;
 pub mod fault;
 pub mod jobs;
 pub mod lapse;
+pub mod listing;
 pub mod params;
 pub mod subscription;
 pub mod tokens;
 
+pub use bulk::{BulkCommand, BulkFailure, BulkOperate, BulkReport, MAX_BULK_FAILURES, MAX_BULK_TASKS};
 pub use clock::{Clock, ManualClock};
 pub use error::StoreError;
 pub use jobs::*;
+pub use listing::*;
 pub use params::*;
 pub use subscription::{Subscription, WakeFn};
 pub use tokens::*;
 
 use async_trait::async_trait;
 use shiftboss_core::buckets::Member;
-use shiftboss_core::model::TaskRecord;
+use shiftboss_core::model::{EventRecord, TaskRecord};
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{InstanceId, TaskId, TaskState, Timestamp};
 
@@ -133,6 +137,8 @@ pub trait Store: Send + Sync + 'static {
 
     async fn find_archived_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>>;
 
+    /// A page of tasks matching a filter, newest first (by id); with `include_archived`, tasks in
+    /// history too, in the same order.
     async fn list_tasks(&self, p: ListTasks) -> Result<Vec<TaskRecord>>;
 
     /// Counts for dashboards and the demo's summary.
@@ -173,4 +179,17 @@ pub trait Store: Send + Sync + 'static {
 
     /// Revokes the live token of this name; false when there is none.
     async fn revoke_api_token(&self, name: &str) -> Result<bool>;
+
+    /// A page of one task's events (live or archived), oldest first: those with an id above
+    /// `after`, at most `limit`. Empty for an unknown task. `get_task` reads every event of a task;
+    /// this reads a task with very many a page at a time.
+    async fn task_events(&self, p: TaskEvents) -> Result<Vec<EventRecord>>;
+
+    /// An operator action (cancel, retry, resubmit the steps in Error) on every live task that
+    /// matches a filter, oldest first, at most `limit` of them; with `dry_run`, only counts them.
+    /// Each task is acted on in a transaction of its own, so the action is not atomic across
+    /// tasks: a task whose state forbids it (or that changed meanwhile) is reported in the
+    /// report's failures, unchanged, and the others go on. A call that fails as a whole (the
+    /// store out of reach) may have acted on some tasks: running it again reports those as refused.
+    async fn bulk_operate(&self, p: BulkOperate) -> Result<BulkReport>;
 }

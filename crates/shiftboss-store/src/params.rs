@@ -331,7 +331,7 @@ pub const MAX_OPERATOR_TEXT: usize = 1000;
 
 /// An operator action's actor (1 to [`MAX_OPERATOR_TEXT`] bytes) and reason (at most that), with no
 /// NUL: PostgreSQL's text cannot keep one, and the stores must accept the same input.
-fn check_actor_and_reason(actor: &str, reason: &str) -> Result<(), crate::StoreError> {
+pub(crate) fn check_actor_and_reason(actor: &str, reason: &str) -> Result<(), crate::StoreError> {
     let ok = |s: &str| s.len() <= MAX_OPERATOR_TEXT && !s.contains('\0');
     if actor.is_empty() || !ok(actor) || !ok(reason) {
         return Err(crate::StoreError::InvalidInput(format!(
@@ -473,25 +473,6 @@ pub struct WorkflowSummary {
     pub description: Option<String>,
     /// When this version was registered.
     pub created_at: Timestamp,
-}
-
-#[derive(Debug, Clone)]
-pub struct ListTasks {
-    /// Only tasks in this state.
-    pub state: Option<TaskState>,
-    /// Only tasks of this workflow.
-    pub workflow: Option<String>,
-    /// Only tasks with an id below this, for paging newest first.
-    pub before: Option<TaskId>,
-    /// At most this many tasks.
-    pub limit: u32,
-}
-
-impl Default for ListTasks {
-    /// All states, newest first, one page of 50.
-    fn default() -> Self {
-        ListTasks { state: None, workflow: None, before: None, limit: 50 }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -168,3 +168,66 @@ fn an_empty_definition_file_is_called_empty() {
         assert!(!e.contains("invalid type"), "{e}");
     }
 }
+
+/// `tasks list` with the filters and cursor of the store's listing: key prefix, workflow, state,
+/// `--before` for the next page; no wildcard in a prefix.
+#[test]
+fn tasks_list_filters_by_key_prefix_and_pages_with_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    ok(&db, &["workflows", "apply", file(dir.path(), "gate.yaml", GATE).to_str().unwrap()]);
+    for key in ["order-1", "order-2", "order-3", "refund-1", "order_x"] {
+        ok(&db, &["tasks", "start", "gate", "--key", key]);
+    }
+    let keys = |out: &str| -> Vec<String> {
+        out.lines().skip(1).filter_map(|l| l.split_whitespace().nth(2).map(str::to_owned)).collect()
+    };
+    let orders = ok(&db, &["tasks", "list", "--key-prefix", "order-"]);
+    assert_eq!(keys(&orders), ["order-3", "order-2", "order-1"], "newest first:\n{orders}");
+    let first = ok(&db, &["tasks", "list", "--key-prefix", "order-", "--limit", "2"]);
+    assert_eq!(keys(&first), ["order-3", "order-2"]);
+    let last_id = first.lines().nth(2).unwrap().split_whitespace().next().unwrap().to_owned();
+    let next = ok(&db, &["tasks", "list", "--key-prefix", "order-", "--limit", "2", "--before", &last_id]);
+    assert_eq!(keys(&next), ["order-1"]);
+    assert_eq!(keys(&ok(&db, &["tasks", "list", "--key-prefix", "order_"])), ["order_x"], "no wildcard");
+    let none = ok(&db, &["tasks", "list", "--workflow", "other", "--archived"]);
+    assert!(none.contains("(no tasks)"), "{none}");
+    assert_eq!(keys(&ok(&db, &["tasks", "list", "--state", "running", "--workflow", "gate"])).len(), 5);
+}
+
+/// `tasks bulk`: a dry run counts and changes nothing; the action lists the task it could not act
+/// on and acts on the others.
+#[test]
+fn tasks_bulk_counts_first_then_cancels_listing_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    ok(&db, &["workflows", "apply", file(dir.path(), "gate.yaml", GATE).to_str().unwrap()]);
+    for key in ["b-1", "b-2", "b-3", "keep"] {
+        ok(&db, &["tasks", "start", "gate", "--key", key]);
+    }
+    ok(&db, &["tasks", "signal", "b-2", "approve"]);
+    assert_eq!(show(&db, "b-2")["task"]["state"], "completed");
+
+    let dry = ok(&db, &["tasks", "bulk", "cancel", "--key-prefix", "b-", "--dry-run"]);
+    assert!(dry.contains("3 tasks match; nothing changed"), "{dry}");
+    assert_eq!(show(&db, "b-1")["task"]["state"], "running");
+
+    let out = ok(&db, &["tasks", "bulk", "cancel", "--key-prefix", "b-", "--reason", "bad batch", "--actor", "ann"]);
+    assert!(out.contains("3 tasks matched, 2 done, 1 refused"), "{out}");
+    let b2 = show(&db, "b-2")["task"]["id"].as_i64().unwrap();
+    assert!(out.contains(&format!("task {b2}: ")), "the refused task is named: {out}");
+    for key in ["b-1", "b-3"] {
+        let v = show(&db, key);
+        assert_eq!(v["task"]["state"], "cancelled", "{key}");
+        let by_ann = v["events"].as_array().unwrap().iter().any(|e| e["actor"] == "ann");
+        assert!(by_ann, "{key}: {v}");
+    }
+    assert_eq!(show(&db, "keep")["task"]["state"], "running");
+
+    let capped = ok(&db, &["tasks", "bulk", "retry", "--key-prefix", "b-", "--limit", "1", "--dry-run"]);
+    assert!(capped.contains("1 tasks match") && capped.contains("more tasks match"), "{capped}");
+    let e = refused(&db, &["tasks", "bulk", "cancel", "--limit", "10001"]);
+    assert!(e.contains("10001"), "{e}");
+    let e = refused(&db, &["tasks", "bulk", "archive"]);
+    assert!(e.contains("cancel") && e.contains("resubmit"), "the actions are named: {e}");
+}

@@ -175,6 +175,7 @@ mod tests {
             updated_at: Timestamp(0),
             parent_task_id: None,
             deadline_at: None,
+            archived: false,
         };
         let step = StepRecord {
             id: StepId(1),

@@ -3,6 +3,7 @@
 
 pub mod archive;
 pub mod buckets;
+pub mod bulk;
 pub mod cancel;
 pub mod claim;
 pub mod compensation;
@@ -14,6 +15,7 @@ pub mod jobs;
 pub mod leader;
 pub mod next;
 pub mod operator;
+pub mod paging;
 pub mod policies;
 pub mod query;
 pub mod reconcile;

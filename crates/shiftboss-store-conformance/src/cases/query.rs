@@ -5,7 +5,7 @@ use crate::support::*;
 use serde_json::json;
 use shiftboss_core::retry::RetryPolicies;
 use shiftboss_core::{StepState, TaskId, TaskState};
-use shiftboss_store::{ListTasks, ReplyResult, Store};
+use shiftboss_store::{ListTasks, ReplyResult, Store, TaskFilter};
 
 pub async fn get_task_and_find_by_key<F: Fixture>(f: F) {
     let h = Harness::open(&f).await;
@@ -44,7 +44,8 @@ pub async fn list_tasks_filters_and_pages_newest_first<F: Fixture>(f: F) {
         h.complete("sched-1", &c, json!({})).await;
     }
     let list = |state: Option<TaskState>, workflow: Option<&str>, before: Option<TaskId>, limit: u32| {
-        let p = ListTasks { state, workflow: workflow.map(Into::into), before, limit };
+        let filter = TaskFilter { state, workflow: workflow.map(Into::into), ..TaskFilter::default() };
+        let p = ListTasks { filter, before, limit, ..ListTasks::default() };
         async { h.store.list_tasks(p).await.expect("list").into_iter().map(|t| t.id).collect::<Vec<_>>() }
     };
     let newest_first = |idx: &[usize]| idx.iter().rev().map(|&i| ids[i]).collect::<Vec<_>>();

@@ -21,6 +21,7 @@
 //! drains, a task decided again until it waits on something outside the transaction.
 
 mod agenda;
+mod bulk;
 mod children;
 mod decide;
 mod expire;
@@ -30,6 +31,7 @@ mod replies;
 mod submit;
 mod tx;
 
+pub use bulk::bulk_act;
 pub use decide::{Advanced, advance_new_task, advance_task, end_tree, time_out};
 pub use expire::{HeldStep, take_back, write_plan};
 pub use operator::{operate_task, resubmit_step};

@@ -125,7 +125,7 @@ impl Filter {
 }
 
 /// An RFC 3339 time, or a duration before now.
-fn parse_time(s: &str) -> Result<Timestamp, String> {
+pub(crate) fn parse_time(s: &str) -> Result<Timestamp, String> {
     if let Ok(t) = humantime::parse_rfc3339_weak(s) {
         return Ok(Timestamp::from_system(t));
     }

@@ -1,5 +1,6 @@
 //! Operator commands.
 
+pub mod bulk;
 pub mod event_text;
 pub mod jobs;
 pub mod json_arg;

@@ -5,7 +5,7 @@ use crate::target::DbTarget;
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use shiftboss_core::{TaskId, TaskState};
-use shiftboss_store::{ListTasks, OperateTask, Store, SubmitTask, TaskCommand, TaskDetail};
+use shiftboss_store::{ListTasks, OperateTask, Store, SubmitTask, TaskCommand, TaskDetail, TaskFilter};
 
 #[derive(Debug, Subcommand)]
 pub enum TasksCommand {
@@ -15,6 +15,18 @@ pub enum TasksCommand {
         /// compensated or terminated.
         #[arg(long)]
         state: Option<TaskState>,
+        /// Only tasks of this workflow.
+        #[arg(long)]
+        workflow: Option<String>,
+        /// Only tasks whose key starts with this text (case sensitive, no wildcards).
+        #[arg(long)]
+        key_prefix: Option<String>,
+        /// Also tasks the archiver moved to history (marked "archived").
+        #[arg(long)]
+        archived: bool,
+        /// Only tasks with an id below this: the last id of the page before.
+        #[arg(long)]
+        before: Option<i64>,
         /// At most this many.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100_000))]
         limit: u32,
@@ -109,6 +121,9 @@ pub enum TasksCommand {
         #[command(flatten)]
         who: Who,
     },
+    /// Cancel, retry or resubmit every live task a filter matches (try --dry-run first). Each task
+    /// is acted on alone: one whose state forbids the action is listed and the others go on.
+    Bulk(super::bulk::BulkArgs),
 }
 
 /// Who acts and why, for the event log.
@@ -122,21 +137,31 @@ pub struct Who {
     actor: Option<String>,
 }
 
+impl Who {
+    /// The actor (`--actor`, else the login name) and the reason.
+    pub fn into_parts(self) -> (String, String) {
+        (self.actor.unwrap_or_else(super::default_actor), self.reason)
+    }
+}
+
 impl TasksCommand {
     pub async fn run(self, db: &DbTarget) -> anyhow::Result<()> {
         let store = db.open(false).await?;
         match self {
-            TasksCommand::List { state, limit } => {
-                let tasks = store.list_tasks(ListTasks { state, limit, ..ListTasks::default() }).await?;
+            TasksCommand::List { state, workflow, key_prefix, archived, before, limit } => {
+                let filter = TaskFilter { state, workflow, key_prefix, ..TaskFilter::default() };
+                let p = ListTasks { filter, include_archived: archived, before: before.map(TaskId), limit };
+                let tasks = store.list_tasks(p).await?;
                 println!("{:>8}  {:<10}  {:<24}  {:<16}  UPDATED", "ID", "STATE", "KEY", "WORKFLOW");
                 for t in &tasks {
                     println!(
-                        "{:>8}  {:<10}  {:<24}  {:<16}  {}",
+                        "{:>8}  {:<10}  {:<24}  {:<16}  {}{}",
                         t.id,
                         t.state,
                         t.key,
                         format!("{} v{}", t.workflow, t.workflow_version),
-                        t.updated_at
+                        t.updated_at,
+                        if t.archived { "  (archived)" } else { "" }
                     );
                 }
                 if tasks.is_empty() {
@@ -182,6 +207,7 @@ impl TasksCommand {
                 let output = json_arg::read("--output", &output)?;
                 operate(&*store, &task, who, TaskCommand::Skip { step, output }).await?;
             }
+            TasksCommand::Bulk(args) => args.run(&*store).await?,
             TasksCommand::Signal { task, name, data, who } => {
                 let payload = json_arg::read("--data", &data)?;
                 operate(&*store, &task, who, TaskCommand::Signal { name, payload }).await?;
