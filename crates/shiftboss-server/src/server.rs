@@ -55,6 +55,7 @@ pub fn app(engine: Engine, config: ApiConfig) -> Result<(Router, utoipa::openapi
     let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(routes::tasks::router())
         .merge(routes::actions::router())
+        .merge(routes::bulk::router())
         .merge(routes::workflows::router())
         .merge(routes::jobs::router())
         .merge(routes::health::router())

@@ -41,6 +41,8 @@ pub struct Task {
     /// When the workflow's timeout ends the task, if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline_at: Option<String>,
+    /// Read from history: the archiver moved it there.
+    pub archived: bool,
 }
 
 impl From<TaskRecord> for Task {
@@ -58,6 +60,7 @@ impl From<TaskRecord> for Task {
             updated_at: time(t.updated_at),
             parent_id: t.parent_task_id.map(|p| p.to_string()),
             deadline_at: t.deadline_at.map(time),
+            archived: t.archived,
         }
     }
 }
@@ -167,8 +170,6 @@ impl From<EventRecord> for Event {
 pub struct TaskView {
     #[serde(flatten)]
     pub task: Task,
-    /// Whether the task was read from history (the archiver moved it there).
-    pub archived: bool,
     pub steps: Vec<Step>,
     /// The first page of its events, oldest first.
     pub events: Vec<Event>,
@@ -178,17 +179,11 @@ pub struct TaskView {
 }
 
 impl TaskView {
-    pub fn new(d: TaskDetail, archived: bool, events_limit: usize) -> Self {
+    pub fn new(d: TaskDetail, events_limit: usize) -> Self {
         let more = d.events.len() > events_limit;
         let events: Vec<Event> = d.events.into_iter().take(events_limit).map(Event::from).collect();
         let events_next = if more { events.last().map(|e| e.id.clone()) } else { None };
-        TaskView {
-            task: d.task.into(),
-            archived,
-            steps: d.steps.into_iter().map(Step::from).collect(),
-            events,
-            events_next,
-        }
+        TaskView { task: d.task.into(), steps: d.steps.into_iter().map(Step::from).collect(), events, events_next }
     }
 }
 

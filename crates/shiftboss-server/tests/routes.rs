@@ -94,7 +94,8 @@ impl Api {
                     .replace("{id}", "999999")
                     .replace("{key}", "nokey")
                     .replace("{name}", "noflow")
-                    .replace("{version}", "1");
+                    .replace("{version}", "1")
+                    .replace("{action}", "cancel");
                 out.push((method, filled, scope));
             }
         }
@@ -241,4 +242,76 @@ async fn the_same_key_gives_back_the_task_and_another_input_is_a_conflict() {
     assert_eq!(v["events"][0]["actor"], "all", "the actor is the token's name");
     let (status, v, _) = api.call(Method::GET, "/v1/tasks/by-key/order-1", Some(&t), None, "").await;
     assert_eq!((status, v["id"].as_str()), (StatusCode::OK, Some(id)));
+}
+
+#[tokio::test]
+async fn jobs_enqueue_list_read_and_resubmit() {
+    let api = Api::new().await;
+    let t = api.token("shop", &[Scope::Submit, Scope::Read, Scope::Operate]).await;
+    let (status, one) = api
+        .json(
+            Method::POST,
+            "/v1/jobs",
+            &t,
+            json!({"handler": "mail", "params": {"to": "a"}, "key": "mail-a", "delay": "1h"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{one}");
+    let (status, again) = api
+        .json(
+            Method::POST,
+            "/v1/jobs",
+            &t,
+            json!({"handler": "mail", "params": {"to": "a"}, "key": "mail-a", "delay": "1h"}),
+        )
+        .await;
+    assert_eq!((status, again["id"].clone()), (StatusCode::OK, one["id"].clone()), "the same key gives back the job");
+    let (status, v) = api
+        .json(Method::POST, "/v1/jobs", &t, json!({"handler": "mail", "params": {"to": "b"}, "key": "mail-a"}))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+    let (status, batch) = api
+        .json(
+            Method::POST,
+            "/v1/jobs/batch",
+            &t,
+            json!({"jobs": [{"handler": "mail", "key": "b1"}, {"handler": "mail", "key": "b2"}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{batch}");
+    assert_eq!(batch["items"].as_array().unwrap().len(), 2);
+    // A bad job in a batch names its place, and nothing of the batch is written.
+    let (status, v) = api
+        .json(
+            Method::POST,
+            "/v1/jobs/batch",
+            &t,
+            json!({"jobs": [{"handler": "mail", "key": "c1"}, {"handler": "mail", "due_at": "soon"}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert!(v["detail"].as_str().unwrap().starts_with("jobs[1]."), "{v}");
+    let (status, v, _) = api.call(Method::GET, "/v1/jobs/by-key/c1", Some(&t), None, "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{v}");
+    // Paging through the three jobs, two at a time.
+    let (status, page, _) = api.call(Method::GET, "/v1/jobs?handler=mail&limit=2", Some(&t), None, "").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(page["items"].as_array().unwrap().len(), 2);
+    let next = page["next"].as_str().unwrap();
+    let (_, rest, _) =
+        api.call(Method::GET, &format!("/v1/jobs?handler=mail&limit=2&before={next}"), Some(&t), None, "").await;
+    assert_eq!(rest["items"].as_array().unwrap().len(), 1, "{rest}");
+    let id = one["id"].as_str().unwrap();
+    let (status, v, _) = api.call(Method::GET, &format!("/v1/jobs/{id}"), Some(&t), None, "").await;
+    assert_eq!(
+        (status, v["key"].as_str(), v["state"].as_str()),
+        (StatusCode::OK, Some("mail-a"), Some("pending")),
+        "{v}"
+    );
+    let (status, v) = api
+        .json(Method::POST, "/v1/jobs/resubmit", &t, json!({"handler": "mail", "dry_run": true, "reason": "r"}))
+        .await;
+    assert_eq!((status, v["matched"].as_u64()), (StatusCode::OK, Some(0)), "nothing has given up: {v}");
+    let (status, _, _) = api.call(Method::GET, "/v1/jobs?colour=red", Some(&t), None, "").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "an unknown filter is refused, not ignored");
 }

@@ -185,6 +185,25 @@ async fn round_trip(db: String, logs: &Path) {
         v["items"].as_array().unwrap().iter().find(|e| e["kind"].as_str().unwrap().contains("terminat")).cloned();
     assert_eq!(terminated.map(|e| e["actor"].clone()), Some(json!("admin")), "{v}");
 
+    // Bulk: a dry run counts the tasks a filter matches and changes nothing; then the action.
+    for i in 0..3 {
+        let (s, v) = api.post("/v1/tasks", json!({"key": format!("bulk-{i}"), "workflow": "order"})).await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    let (s, v) = api.get("/v1/tasks?key_prefix=bulk-").await;
+    assert_eq!((s, v["items"].as_array().map(Vec::len)), (StatusCode::OK, Some(3)), "{v}");
+    let bulk = json!({"filter": {"key_prefix": "bulk-", "state": "running"}, "reason": "clear out", "dry_run": true});
+    let (s, v) = api.post("/v1/tasks/bulk/cancel", bulk.clone()).await;
+    assert_eq!((s, v["matched"].as_u64(), v["acted"].as_u64()), (StatusCode::OK, Some(3), Some(0)), "{v}");
+    let (_, v) = api.get("/v1/tasks?key_prefix=bulk-&state=running").await;
+    assert_eq!(v["items"].as_array().map(Vec::len), Some(3), "the dry run changed nothing: {v}");
+    let mut real = bulk;
+    real["dry_run"] = json!(false);
+    let (s, v) = api.post("/v1/tasks/bulk/cancel", real).await;
+    assert_eq!((s, v["matched"].as_u64(), v["acted"].as_u64()), (StatusCode::OK, Some(3), Some(3)), "{v}");
+    let (_, v) = api.get("/v1/tasks?key_prefix=bulk-&state=running").await;
+    assert_eq!(v["items"].as_array().map(Vec::len), Some(0), "{v}");
+
     // Scopes: a read token reads and cannot submit.
     let out =
         bin().arg("--db").arg(&db).args(["tokens", "create", "--name", "dash", "--scopes", "read"]).output().unwrap();

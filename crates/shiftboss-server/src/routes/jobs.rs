@@ -169,6 +169,12 @@ pub struct JobFilter {
     to: Option<String>,
     /// The last failure's reason contains this text.
     reason: Option<String>,
+    /// The cursor from the previous page's `next`.
+    #[serde(default)]
+    before: Option<String>,
+    /// At most this many (1 to 1000, default 50).
+    #[serde(default)]
+    limit: Option<u32>,
 }
 
 impl JobFilter {
@@ -192,25 +198,12 @@ impl JobFilter {
     }
 }
 
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-struct Paging {
-    /// The cursor from the previous page's `next`.
-    before: Option<String>,
-    /// At most this many (1 to 1000, default 50).
-    limit: Option<u32>,
-}
-
 /// Lists jobs, newest first, live or from history.
-#[utoipa::path(get, path = "/v1/jobs", tag = "jobs", params(JobFilter, Paging), security(("token" = ["read"])),
+#[utoipa::path(get, path = "/v1/jobs", tag = "jobs", params(JobFilter), security(("token" = ["read"])),
     responses((status = 200, body = JobPage), (status = 400, body = Problem)))]
-async fn list_jobs(
-    State(state): State<AppState>,
-    Query(f): Query<JobFilter>,
-    Query(p): Query<Paging>,
-) -> Result<Json<JobPage>, ApiError> {
-    let limit = limits::page(p.limit)?;
-    let before = match p.before.as_deref() {
+async fn list_jobs(State(state): State<AppState>, Query(f): Query<JobFilter>) -> Result<Json<JobPage>, ApiError> {
+    let limit = limits::page(f.limit)?;
+    let before = match f.before.as_deref() {
         None => None,
         Some(c) => Some(wire::task_id(c).ok_or_else(|| ApiError::bad_request("before: not a cursor this API gave"))?),
     };
@@ -248,8 +241,6 @@ pub struct ResubmitRequest {
     #[serde(default)]
     id: Option<String>,
     #[serde(default)]
-    history: bool,
-    #[serde(default)]
     handler: Option<String>,
     #[serde(default)]
     from: Option<String>,
@@ -286,12 +277,14 @@ async fn resubmit_jobs(
         Some(i) => Some(wire::task_id(i).ok_or_else(|| ApiError::not_found(format!("no job {i}")))?),
     };
     let filter = JobFilter {
-        history: r.history,
+        history: false,
         handler: r.handler,
         state: None,
         from: r.from,
         to: r.to,
         reason: r.reason_contains,
+        before: None,
+        limit: None,
     };
     let query =
         JobQuery { id, limit: limits::MAX_PAGE * 10, ..filter.query().map_err(|e| ApiError::invalid(e.detail))? };

@@ -5,15 +5,16 @@ use crate::error::{ApiError, Problem};
 use crate::json::Json;
 use crate::limits::{self, DEFAULT_EVENTS, MAX_PAGE};
 use crate::query::{Path, Query};
+use crate::routes::jobs::parse_time;
 use crate::state::AppState;
 use crate::wire::{self, EventPage, Submitted, Task, TaskPage, TaskView};
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use shiftboss_core::{TaskId, TaskState};
-use shiftboss_store::{ListTasks, StoreError, TaskDetail};
-use utoipa::IntoParams;
+use shiftboss_core::{TaskId, TaskState, Timestamp};
+use shiftboss_store::{ListTasks, StoreError, TaskDetail, TaskEvents, TaskFilter};
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -56,14 +57,72 @@ async fn submit_task(
     Ok((status, [(header::LOCATION, location)], Json(body)).into_response())
 }
 
+/// Which tasks: every filter given must match. Times are RFC 3339; each range takes its `from`
+/// and leaves out its `to`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FilterParams {
+    /// Only tasks in this state.
+    pub state: Option<String>,
+    /// Only tasks of this workflow (any version).
+    pub workflow: Option<String>,
+    /// Only tasks whose key starts with this text.
+    pub key_prefix: Option<String>,
+    /// Submitted at or after this time.
+    pub created_from: Option<String>,
+    /// Submitted before this time.
+    pub created_to: Option<String>,
+    /// Last changed at or after this time.
+    pub updated_from: Option<String>,
+    /// Last changed before this time.
+    pub updated_to: Option<String>,
+}
+
+impl FilterParams {
+    /// The store's filter; a bad value is named (`status` answers it: 400 in a query, 422 in a body).
+    pub fn filter(self, bad: fn(String) -> ApiError) -> Result<TaskFilter, ApiError> {
+        let state = match self.state.as_deref() {
+            None => None,
+            Some(s) => Some(s.parse::<TaskState>().map_err(|e| bad(format!("state: {e}")))?),
+        };
+        let time = |what: &str, t: Option<String>| -> Result<Option<Timestamp>, ApiError> {
+            t.map(|t| parse_time(&t).map_err(|e| bad(format!("{what}: {e}")))).transpose()
+        };
+        Ok(TaskFilter {
+            state,
+            workflow: self.workflow,
+            key_prefix: self.key_prefix,
+            created_from: time("created_from", self.created_from)?,
+            created_to: time("created_to", self.created_to)?,
+            updated_from: time("updated_from", self.updated_from)?,
+            updated_to: time("updated_to", self.updated_to)?,
+        })
+    }
+}
+
+/// A task listing's query: the filter and the page. One struct, so that an unknown parameter
+/// (a misspelt filter, which would match every task) is refused.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ListParams {
     /// Only tasks in this state.
     state: Option<String>,
-    /// Only tasks of this workflow.
+    /// Only tasks of this workflow (any version).
     workflow: Option<String>,
+    /// Only tasks whose key starts with this text.
+    key_prefix: Option<String>,
+    /// Submitted at or after this time (RFC 3339).
+    created_from: Option<String>,
+    /// Submitted before this time (RFC 3339).
+    created_to: Option<String>,
+    /// Last changed at or after this time (RFC 3339).
+    updated_from: Option<String>,
+    /// Last changed before this time (RFC 3339).
+    updated_to: Option<String>,
+    /// Also tasks the archiver moved to history (they come with `archived: true`).
+    #[serde(default)]
+    archived: bool,
     /// The cursor from the previous page's `next`.
     before: Option<String>,
     /// At most this many (1 to 1000, default 50).
@@ -75,16 +134,22 @@ struct ListParams {
     security(("token" = ["read"])),
     responses((status = 200, description = "A page of tasks", body = TaskPage), (status = 400, body = Problem)))]
 async fn list_tasks(State(state): State<AppState>, Query(q): Query<ListParams>) -> Result<Json<TaskPage>, ApiError> {
-    let limit = limits::page(q.limit)?;
-    let task_state = match q.state.as_deref() {
-        None => None,
-        Some(s) => Some(s.parse::<TaskState>().map_err(|e| ApiError::bad_request(format!("state: {e}")))?),
+    let f = FilterParams {
+        state: q.state,
+        workflow: q.workflow,
+        key_prefix: q.key_prefix,
+        created_from: q.created_from,
+        created_to: q.created_to,
+        updated_from: q.updated_from,
+        updated_to: q.updated_to,
     };
+    let limit = limits::page(q.limit)?;
     let before = match q.before.as_deref() {
         None => None,
         Some(c) => Some(wire::task_id(c).ok_or_else(|| ApiError::bad_request("before: not a cursor this API gave"))?),
     };
-    let p = ListTasks { state: task_state, workflow: q.workflow, before, limit: limit + 1 };
+    let p =
+        ListTasks { filter: f.filter(ApiError::bad_request)?, include_archived: q.archived, before, limit: limit + 1 };
     let mut tasks = state.store().list_tasks(p).await?;
     let more = tasks.len() > limit as usize;
     tasks.truncate(limit as usize);
@@ -111,8 +176,8 @@ async fn get_task(
 ) -> Result<Json<TaskView>, ApiError> {
     let events = events_limit(q.events_limit)?;
     let id = wire::task_id(&id).ok_or_else(|| no_task(&id))?;
-    let (detail, archived) = detail(&state, id).await?.ok_or_else(|| no_task(&id.to_string()))?;
-    Ok(Json(TaskView::new(detail, archived, events)))
+    let (detail, _) = detail(&state, id).await?.ok_or_else(|| no_task(&id.to_string()))?;
+    Ok(Json(TaskView::new(detail, events)))
 }
 
 /// A task named by the application's key.
@@ -132,8 +197,8 @@ async fn get_task_by_key(
     };
     let not_found = || ApiError::not_found(format!("no task with key {key:?}"));
     let id = id.ok_or_else(not_found)?;
-    let (detail, archived) = detail(&state, id).await?.ok_or_else(not_found)?;
-    Ok(Json(TaskView::new(detail, archived, events)))
+    let (detail, _) = detail(&state, id).await?.ok_or_else(not_found)?;
+    Ok(Json(TaskView::new(detail, events)))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -155,16 +220,18 @@ async fn task_events(
     Path(id): Path<String>,
     Query(q): Query<EventParams>,
 ) -> Result<Json<EventPage>, ApiError> {
-    let limit = limits::page(q.limit)? as usize;
+    let limit = limits::page(q.limit)?;
     let after = match q.after.as_deref() {
-        None => 0,
-        Some(c) => wire::parse_id(c).ok_or_else(|| ApiError::bad_request("after: not a cursor this API gave"))?,
+        None => None,
+        Some(c) => Some(wire::parse_id(c).ok_or_else(|| ApiError::bad_request("after: not a cursor this API gave"))?),
     };
-    let id = wire::task_id(&id).ok_or_else(|| no_task(&id))?;
-    let (detail, _) = detail(&state, id).await?.ok_or_else(|| no_task(&id.to_string()))?;
-    let mut events: Vec<_> = detail.events.into_iter().filter(|e| e.id > after).take(limit + 1).collect();
-    let more = events.len() > limit;
-    events.truncate(limit);
+    let task_id = wire::task_id(&id).ok_or_else(|| no_task(&id))?;
+    let mut events = state.store().task_events(TaskEvents { task_id, after, limit: limit + 1 }).await?;
+    if events.is_empty() && after.is_none() && detail(&state, task_id).await?.is_none() {
+        return Err(no_task(&id));
+    }
+    let more = events.len() > limit as usize;
+    events.truncate(limit as usize);
     let next = if more { events.last().map(|e| e.id.to_string()) } else { None };
     Ok(Json(EventPage { items: events.into_iter().map(wire::Event::from).collect(), next }))
 }
