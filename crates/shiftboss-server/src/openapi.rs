@@ -19,6 +19,7 @@ Errors are application/problem+json (RFC 9457) with a stable `code`. Limits: req
 30 s per request (408 beyond). Ids are opaque strings."
     ),
     modifiers(&BearerToken),
+    components(schemas(crate::error::Problem)),
     tags(
         (name = "tasks", description = "Submit tasks and read them"),
         (name = "operator", description = "Operator actions on tasks and steps"),
@@ -35,6 +36,56 @@ impl Modify for BearerToken {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
         let components = doc.components.get_or_insert_with(Default::default);
         components.add_security_scheme("token", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+    }
+}
+
+/// The errors any operation may answer, besides those it names: a problem body each.
+const COMMON_ERRORS: [(&str, &str); 9] = [
+    ("400", "Malformed JSON or a bad query parameter"),
+    ("401", "No token, or an unknown or revoked one"),
+    ("403", "The token lacks the operation's scope"),
+    ("404", "Nothing by that id, key or name"),
+    ("408", "The request took longer than the server allows"),
+    ("413", "The body is larger than the server accepts"),
+    ("415", "The body is not of a type the operation takes"),
+    ("422", "Input of the wrong shape, or invalid"),
+    ("503", "The state store is out of reach for now (see Retry-After)"),
+];
+
+/// Every error answer is `application/problem+json` with the `Problem` schema: the ones the
+/// handlers name get that content type, and the common ones are added to every operation.
+pub struct ProblemAnswers;
+
+impl Modify for ProblemAnswers {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{Content, Ref, RefOr, ResponseBuilder};
+        let problem = || Content::new(Some(Ref::from_schema_name("Problem")));
+        for item in doc.paths.paths.values_mut() {
+            let ops = [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.delete,
+                &mut item.patch,
+                &mut item.head,
+                &mut item.options,
+                &mut item.trace,
+            ];
+            for op in ops.into_iter().flatten() {
+                let responses = &mut op.responses.responses;
+                for (code, answer) in responses.iter_mut() {
+                    if let (true, RefOr::T(r)) = (code.starts_with('4') || code.starts_with('5'), answer) {
+                        r.content.clear();
+                        r.content.insert("application/problem+json".into(), problem());
+                    }
+                }
+                for (code, why) in COMMON_ERRORS {
+                    responses.entry(code.to_owned()).or_insert_with(|| {
+                        RefOr::T(ResponseBuilder::new().description(why).content("application/problem+json", problem()).build())
+                    });
+                }
+            }
+        }
     }
 }
 

@@ -61,6 +61,9 @@ pub fn app(engine: Engine, config: ApiConfig) -> Result<(Router, utoipa::openapi
         .merge(routes::health::router())
         .routes(api_routes!(openapi::openapi_json))
         .split_for_parts();
+    let mut doc = doc;
+    // After the merge: the document's operations exist only now.
+    utoipa::Modify::modify(&openapi::ProblemAnswers, &mut doc);
     let spec = Spec(Arc::new(serde_json::to_string(&doc).unwrap_or_default()));
     let scopes = RouteScopes::from_doc(&serde_json::to_value(&doc).unwrap_or_default()).map_err(ServerError::Scopes)?;
     let limits = &config.limits;

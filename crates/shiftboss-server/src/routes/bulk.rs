@@ -37,6 +37,7 @@ pub struct BulkRequest {
     dry_run: bool,
     /// At most this many tasks, oldest first (1 to 1000, default 1000).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
 }
 

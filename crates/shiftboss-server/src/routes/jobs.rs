@@ -174,6 +174,7 @@ pub struct JobFilter {
     before: Option<String>,
     /// At most this many (1 to 1000, default 50).
     #[serde(default)]
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
 }
 

@@ -126,6 +126,7 @@ struct ListParams {
     /// The cursor from the previous page's `next`.
     before: Option<String>,
     /// At most this many (1 to 1000, default 50).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
 }
 
@@ -162,6 +163,7 @@ async fn list_tasks(State(state): State<AppState>, Query(q): Query<ListParams>) 
 #[serde(deny_unknown_fields)]
 struct DetailParams {
     /// At most this many events in the answer (0 to 1000, default 100); page the rest.
+    #[param(minimum = 0, maximum = 1000)]
     events_limit: Option<u32>,
 }
 
@@ -208,6 +210,7 @@ struct EventParams {
     /// The cursor from the previous page's `next` (or the task's `events_next`).
     after: Option<String>,
     /// At most this many (1 to 1000, default 50).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
 }
 
