@@ -55,7 +55,7 @@ pub async fn observe(State(state): State<AppState>, mut req: Request, next: Next
         if status.is_server_error() {
             tracing::warn!(status = status.as_u16(), took_ms = took.as_millis() as u64, "request failed");
         } else {
-            tracing::debug!(status = status.as_u16(), took_ms = took.as_millis() as u64, "request served");
+            tracing::info!(status = status.as_u16(), took_ms = took.as_millis() as u64, "request served");
         }
     });
     res

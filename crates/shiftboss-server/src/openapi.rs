@@ -81,7 +81,12 @@ impl Modify for ProblemAnswers {
                 }
                 for (code, why) in COMMON_ERRORS {
                     responses.entry(code.to_owned()).or_insert_with(|| {
-                        RefOr::T(ResponseBuilder::new().description(why).content("application/problem+json", problem()).build())
+                        RefOr::T(
+                            ResponseBuilder::new()
+                                .description(why)
+                                .content("application/problem+json", problem())
+                                .build(),
+                        )
                     });
                 }
             }

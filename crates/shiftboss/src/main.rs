@@ -19,8 +19,18 @@ struct Cli {
     /// A TOML config file; flags and environment variables override what it says.
     #[arg(long, global = true, env = "SHIFTBOSS_CONFIG")]
     config: Option<PathBuf>,
+    /// How log lines are written to standard error: text, or json (one object per line, with
+    /// the request id of the API request a line belongs to). Levels: SHIFTBOSS_LOG.
+    #[arg(long, global = true, env = "SHIFTBOSS_LOG_FORMAT", default_value = "text")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -71,10 +81,13 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SHIFTBOSS_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
