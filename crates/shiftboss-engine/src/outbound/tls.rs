@@ -86,15 +86,24 @@ pub fn client_config(cfg: &TlsConfig) -> Result<rustls::ClientConfig, TlsError> 
 pub fn describe(err: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut next = Some(err);
     while let Some(e) = next {
-        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+        // io::Error's source() skips the error it wraps, where rustls puts its own (sometimes
+        // in an io::Error inside another): look inside.
+        let mut inner = e;
+        while let Some(io) = inner.downcast_ref::<std::io::Error>()
+            && let Some(wrapped) = io.get_ref()
+        {
+            inner = wrapped;
+        }
+        if let Some(tls) = inner.downcast_ref::<rustls::Error>() {
             return Some(sentence(tls));
         }
-        // io::Error's source() skips the error it wraps, where rustls puts its own.
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && let Some(inner) = io.get_ref()
-            && let Some(tls) = inner.downcast_ref::<rustls::Error>()
-        {
-            return Some(sentence(tls));
+        // HTTP/2 keeps only the text of an I/O error that ended a connection, so an alert the
+        // server sent after the handshake (TLS 1.3 checks client certificates then) is known by
+        // rustls's wording.
+        let text = e.to_string();
+        if let Some(at) = text.find("received fatal alert: ") {
+            let alert = text[at + "received fatal alert: ".len()..].split([' ', ',', ')']).next().unwrap_or("");
+            return Some(refused_by_server(alert));
         }
         next = e.source();
     }
@@ -114,7 +123,11 @@ fn sentence(e: &rustls::Error) -> String {
             "TLS: the server's certificate has expired".into()
         }
         E::InvalidCertificate(c) => format!("TLS: the server's certificate was refused: {c:?}"),
-        E::AlertReceived(a) => format!("TLS: the server refused the handshake ({a:?}; a client certificate it wants?)"),
+        E::AlertReceived(a) => refused_by_server(&format!("{a:?}")),
         other => format!("TLS: {other}"),
     }
+}
+
+fn refused_by_server(alert: &str) -> String {
+    format!("TLS: the server refused the connection (alert {alert}: it may want a client certificate it trusts)")
 }
