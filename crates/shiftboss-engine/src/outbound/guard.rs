@@ -98,8 +98,7 @@ fn classify_v4(ip: Ipv4Addr) -> Option<Rule> {
     if a == 100 && (64..128).contains(&b) {
         return Some(Rule::SharedAddressSpace);
     }
-    let reserved = (a == 192 && b == 0 && c == 0)
-        || (a == 192 && b == 0 && c == 2)
+    let reserved = (a == 192 && b == 0 && (c == 0 || c == 2))
         || (a == 198 && (b == 18 || b == 19))
         || (a == 198 && b == 51 && c == 100)
         || (a == 203 && b == 0 && c == 113)
