@@ -522,6 +522,12 @@ fn expressions_that_do_not_map_are_refused_with_their_field() {
         wf(v)["tasks"][3]["inputParameters"]["http_request"]["uri"] = json!("http://h/${workflow.input.orderId}")
     });
     assert_eq!(path, "tasks[3].inputParameters.http_request.uri");
+    let (path, problem) = refused("order_fulfillment.json", |v| {
+        wf(v)["tasks"][3]["inputParameters"]["http_request"]["headers"]["X-Who"] =
+            json!("${workflow.secrets.T} ${workflow.input.who}")
+    });
+    assert_eq!(path, "tasks[3].inputParameters.http_request.headers.X-Who");
+    assert!(problem.contains("workflow.secrets"), "{problem}");
     let (path, _) = refused("order_fulfillment.json", |v| {
         wf(v)["tasks"][1]["inputParameters"]["amount"] = json!("${validate.output.total")
     });
@@ -670,4 +676,14 @@ fn an_imported_definition_reads_back_as_ours() {
         assert_eq!(WorkflowDef::from_json(&text).unwrap(), i.workflow);
         assert!(!looks_like_conductor(&text));
     }
+}
+
+#[test]
+fn a_conductor_secret_in_a_header_becomes_the_agents_secret_reference() {
+    let mut v = doc("order_fulfillment.json");
+    wf(&mut v)["tasks"][3]["inputParameters"]["http_request"]["headers"]["Authorization"] =
+        json!("Bearer ${workflow.secrets.NOTIFIER_TOKEN}");
+    let i = from_conductor(&v.to_string()).unwrap();
+    let notify = step(&i.workflow, "notify");
+    assert_eq!(notify.config["headers"]["Authorization"], json!("Bearer ${secret.NOTIFIER_TOKEN}"));
 }

@@ -29,8 +29,10 @@ pub enum TlsError {
     File { what: &'static str, path: String, problem: String },
     #[error("client_cert and client_key go together: {0} is missing")]
     HalfIdentity(&'static str),
-    #[error("the trusted roots: {0}")]
+    #[error("the trusted roots: {0} (install the system's CA certificates, or give a ca_bundle)")]
     Roots(String),
+    #[error("the TLS provider: {0}")]
+    Provider(String),
     #[error("the client certificate {path}: {problem}")]
     Identity { path: String, problem: String },
 }
@@ -63,7 +65,7 @@ pub fn client_config(cfg: &TlsConfig) -> Result<rustls::ClientConfig, TlsError> 
     );
     let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError::Roots(e.to_string()))?
+        .map_err(|e| TlsError::Provider(e.to_string()))?
         .dangerous()
         .with_custom_certificate_verifier(verifier);
     let mut config = match (&cfg.client_cert, &cfg.client_key) {
