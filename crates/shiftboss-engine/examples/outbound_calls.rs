@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
 fn app() -> Router {
-    Router::new().route("/noop", post(|| async { "{}" }))
+    // The body is read: an HTTP/2 server that answers before reading it resets the stream, and h2
+    // ends a connection after 1,024 such resets (its guard against rapid-reset floods).
+    Router::new().route("/noop", post(|_: axum::body::Bytes| async { "{}" }))
 }
 
 async fn plain() -> String {
@@ -48,7 +50,12 @@ async fn tls(dir: &std::path::Path) -> (String, std::path::PathBuf) {
             PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).unwrap(),
         )
         .unwrap();
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    // OUTBOUND_H1=1: the server offers HTTP/1.1 only.
+    config.alpn_protocols = if std::env::var_os("OUTBOUND_H1").is_some() {
+        vec![b"http/1.1".to_vec()]
+    } else {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    };
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("https://{}", tcp.local_addr().unwrap());
@@ -125,6 +132,9 @@ where
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    if std::env::var_os("OUTBOUND_TRACE").is_some() {
+        tracing_subscriber::fmt().with_max_level(tracing::Level::DEBUG).with_writer(std::io::stderr).init();
+    }
     let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let (calls, concurrency) = (args.first().copied().unwrap_or(20_000), args.get(1).copied().unwrap_or(64));
     let dir = tempfile::tempdir().unwrap();
@@ -151,7 +161,9 @@ async fn main() {
         .await;
         println!("HttpAgent {name:5}: {calls} calls, {concurrency} at a time: {rate:.0} calls/s");
     }
-    let bare = reqwest::Client::builder().no_proxy().build().unwrap();
+    // The same TLS setup (the workspace's reqwest has no crypto provider of its own), no guard.
+    let tls = shiftboss_engine::outbound::tls::client_config(&TlsConfig::default()).unwrap();
+    let bare = reqwest::Client::builder().tls_backend_preconfigured(tls).no_proxy().build().unwrap();
     let url = format!("{http_base}/noop");
     let rate = run(calls, concurrency, move || {
         let (b, u) = (bare.clone(), url.clone());

@@ -117,13 +117,13 @@ impl Outbound {
             end = end.min(d);
         }
         let mut used = Resolved::default();
-        match tokio::time::timeout_at(end, self.call_within(req, end, &mut used)).await {
+        match tokio::time::timeout_at(end, self.call_within(req, &mut used)).await {
             Ok(r) => r,
             Err(_) => Err(CallError::Timeout(format!("no whole answer within {bound:?} or the step's deadline"))),
         }
     }
 
-    async fn call_within(&self, req: Request, end: Instant, used: &mut Resolved) -> Result<Response, CallError> {
+    async fn call_within(&self, req: Request, used: &mut Resolved) -> Result<Response, CallError> {
         let mut headers = Vec::with_capacity(req.headers.len());
         for (k, v) in &req.headers {
             let name = HeaderName::from_bytes(k.as_bytes())
@@ -150,8 +150,9 @@ impl Outbound {
                 return Err(CallError::Invalid(format!("url scheme {:?}: only http and https", url.scheme())));
             }
             self.guard.check_url(&url)?;
-            let left = end.saturating_duration_since(Instant::now());
-            let mut rb = self.client.request(method.clone(), url.clone()).timeout(left);
+            // No per-request timeout: `call` bounds the whole call (every hop and the body) with
+            // one timer.
+            let mut rb = self.client.request(method.clone(), url.clone());
             for h in &headers {
                 rb = rb.header(h.name.clone(), h.value.clone());
             }

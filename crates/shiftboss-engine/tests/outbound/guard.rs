@@ -33,6 +33,13 @@ fn app() -> Router {
         .route("/loop", get(|| async { redirect(StatusCode::FOUND, "/loop") }))
         .route("/big", get(|| async { vec![b'x'; 5 * 1024 * 1024] }))
         .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+                "late"
+            }),
+        )
+        .route(
             "/stream",
             get(|| async {
                 let chunks = (0..64).map(|_| Ok::<_, std::io::Error>(vec![b'y'; 1024]));
@@ -171,4 +178,19 @@ async fn an_oversized_response_is_a_permanent_error_that_says_so() {
         Err(AgentError::Permanent(m)) => assert!(m.contains("16384"), "{m}"),
         other => panic!("expected a permanent error, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn a_call_ends_at_its_timeout_or_the_steps_deadline_whichever_is_first() {
+    let base = http(app()).await;
+    let out = client(&["127.0.0.1"]);
+    let started = std::time::Instant::now();
+    let mut req = get_req(&format!("{base}/slow"));
+    req.timeout = Some(std::time::Duration::from_millis(200));
+    let e = out.call(req).await.unwrap_err();
+    assert!(matches!(e, CallError::Timeout(_)) && e.is_transient(), "{e:?}");
+    let mut req = get_req(&format!("{base}/slow"));
+    req.deadline = Some(tokio::time::Instant::now() + std::time::Duration::from_millis(200));
+    assert!(matches!(out.call(req).await.unwrap_err(), CallError::Timeout(_)));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
 }
