@@ -50,7 +50,8 @@ def start_sink():
 def start_serve(sb, db, instance, sink_url=None):
     cmd = [sb.exe, "--db", db, "serve", "--listen", "off", "--instance-id", instance, "--stop-when-stdin-closes"]
     if sink_url:
-        cmd += ["--agent", f"noop={sink_url}", "--concurrency", "256"]
+        # The sink listens on loopback, which the SSRF guard refuses unless allowed.
+        cmd += ["--agent", f"noop={sink_url}", "--allow-outbound", "127.0.0.1", "--concurrency", "256"]
     return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd=sb.workdir)
 

@@ -130,11 +130,10 @@ impl Importer {
         };
         match (info.ty, first) {
             (Type::Simple | Type::SubWorkflow, _) | (Type::Wait, "output") => Ok(render(root, segs)),
+            // The HTTP agent answers an imported task in Conductor's shape.
             (Type::Http, "output") => match rest {
-                [Seg::Name(r), Seg::Name(b), more @ ..] if r == "response" && b == "body" => {
-                    Ok(render(root, &[&[Seg::Name("output".into())], more].concat()))
-                }
-                _ => no("the HTTP agent's output is the response body: only output.response.body… can be read"),
+                [Seg::Name(r), ..] if r == "response" => Ok(render(root, segs)),
+                _ => no("an HTTP task's output is its response: only output.response… can be read"),
             },
             (Type::Switch, "output") => match rest {
                 [Seg::Name(e), Seg::Index(0)] if e == "evaluationResult" => Ok(format!("{root}.output.value")),

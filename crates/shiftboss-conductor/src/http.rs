@@ -1,5 +1,7 @@
 //! Mapping an HTTP task: its request becomes the static config of the `http` agent, its body the
-//! step's input.
+//! step's input. The agent answers in Conductor's shape (`output: "conductor"`), so that
+//! `${ref.output.response.body...}`, `...statusCode` and `...headers` read what they read there;
+//! the agent's guard, TLS, secrets and bounds apply as to every outbound call.
 
 use super::document::{is_empty, opt_str};
 use super::importer::Importer;
@@ -42,6 +44,17 @@ impl Importer {
             Some(Value::Object(h)) => {
                 for (k, v) in h {
                     match v {
+                        // Conductor's (Orkes') secret reference is ours, resolved by the agent at call time.
+                        Value::String(s) if s.contains("${workflow.secrets.") => {
+                            let ours = s.replace("${workflow.secrets.", "${secret.");
+                            if ours.replace("${secret.", "").contains("${") {
+                                return Err(err(
+                                    format!("{rpath}.headers.{k}"),
+                                    "only `${workflow.secrets.NAME}` may be used in a header: the config is static",
+                                ));
+                            }
+                            headers.insert(k.clone(), Value::String(ours));
+                        }
                         Value::String(s) if s.contains("${") => {
                             return Err(err(
                                 format!("{rpath}.headers.{k}"),
@@ -62,17 +75,26 @@ impl Importer {
         {
             headers.insert("Accept".into(), Value::String(accept.to_owned()));
         }
-        if let Some(ct) = static_str("contentType")?
-            && !ct.eq_ignore_ascii_case("application/json")
-        {
-            self.note(format!("{rpath}.contentType"), format!("dropped: the HTTP agent always sends JSON, not {ct}"));
+        let content_type = static_str("contentType")?;
+        // Conductor bounds the connection and each read; the HTTP agent bounds the whole call (and
+        // its connect by the deployment's connect_timeout): their sum bounds it here.
+        let mut timeout_ms = 0u64;
+        for key in ["connectionTimeOut", "readTimeOut"] {
+            match req.get(key) {
+                None | Some(Value::Null) => {}
+                Some(v) => match v.as_u64() {
+                    Some(ms) => timeout_ms = timeout_ms.saturating_add(ms),
+                    None => return Err(err(format!("{rpath}.{key}"), "must be a number of milliseconds")),
+                },
+            }
         }
         for (key, v) in req {
             match key.as_str() {
                 "uri" | "method" | "headers" | "accept" | "contentType" | "body" => {}
-                "connectionTimeOut" | "readTimeOut" => {
-                    self.note(format!("{rpath}.{key}"), "dropped: the step's timeout bounds the whole call")
-                }
+                "connectionTimeOut" | "readTimeOut" => self.note(
+                    format!("{rpath}.{key}"),
+                    "approximated: connectionTimeOut + readTimeOut bound the whole call (timeout_ms)",
+                ),
                 "asyncComplete" if v == &Value::Bool(true) => {
                     return Err(err(
                         format!("{rpath}.asyncComplete"),
@@ -91,15 +113,15 @@ impl Importer {
                 );
             }
         }
-        if uri.starts_with("https://") {
-            self.note(
-                format!("{rpath}.uri"),
-                "the HTTP agent of this build speaks only http://: the engine refuses this url until it does",
-            );
-        }
-        let mut config = json!({"url": uri, "method": method});
+        let mut config = json!({"url": uri, "method": method, "output": "conductor"});
         if !headers.is_empty() {
             config["headers"] = Value::Object(headers);
+        }
+        if let Some(ct) = content_type {
+            config["content_type"] = Value::String(ct.to_owned());
+        }
+        if timeout_ms > 0 {
+            config["timeout_ms"] = json!(timeout_ms);
         }
         // The agent sends the step's input as the body; a request without one sends `{}`.
         let body = match req.get("body") {

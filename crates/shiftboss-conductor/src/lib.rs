@@ -34,10 +34,13 @@
 //! - SIMPLE: an agent step whose agent is the task's `name` (the Conductor task type is the agent).
 //! - HTTP: an agent step of agent `http`; `http_request` (or, in newer Conductor, the input
 //!   parameters themselves) gives `uri` → `url`, `method` (GET when absent), `headers`, `accept`
-//!   (an `Accept` header) in the step's static `config`; `body` becomes the step's input (the HTTP
-//!   agent sends the input as its body). Dropped with a note: `contentType` other than JSON,
-//!   `connectionTimeOut`, `readTimeOut` (the step's timeout bounds the call) and other fields. A
-//!   `${...}` in `uri`, `method` or `headers` is refused: the config is not a template.
+//!   (an `Accept` header), `contentType` → `content_type` in the step's static `config`, with
+//!   `output: "conductor"` (the agent answers `{"response": {"statusCode", "headers", "body",
+//!   "reasonPhrase"}}` as Conductor does); `body` becomes the step's input (the HTTP agent sends
+//!   the input as its body). `connectionTimeOut` + `readTimeOut` become `timeout_ms`, a bound on
+//!   the whole call (with a note). Other fields are dropped with a note. A `${...}` in `uri`,
+//!   `method` or `headers` is refused (the config is not a template), except
+//!   `${workflow.secrets.NAME}` in a header, which becomes the agent's `${secret.NAME}`.
 //! - SWITCH with evaluatorType `value-param` (`expression` names an input parameter whose value
 //!   becomes the switch expression) or `javascript`/`graaljs` (see below); DECISION with
 //!   `caseValueParam` or `caseExpression` likewise. `decisionCases` → cases, `defaultCase` → default.
@@ -58,8 +61,7 @@
 //!
 //! Expressions in input parameters: `${workflow.input...}` → `${task.input...}`,
 //! `${workflow.workflowId}` → `${task.id}` (a number in shiftboss), `${ref.output...}` and
-//! `${ref.input...}` as they are, except: an HTTP task's `${ref.output.response.body...}` is
-//! `${ref.output...}` (our HTTP agent's output is the response body); a SWITCH's
+//! `${ref.input...}` as they are (an HTTP task's output only under `response`); a SWITCH's
 //! `${ref.output.evaluationResult[0]}` is `${ref.output.value}`; a DO_WHILE's
 //! `${ref.output.iteration}` maps. Any other `${workflow.*}`, a read of a control task's input or
 //! output that has no equivalent, and a read from outside a loop of a task inside it (shiftboss

@@ -145,8 +145,9 @@ fn order_fulfillment_maps_tasks_inputs_and_task_defs() {
     assert_eq!(notify.agent.as_deref(), Some("http"));
     assert_eq!(
         notify.config,
-        json!({"url": "http://notifier.internal:8080/send", "method": "POST",
-               "headers": {"X-Team": "orders", "Accept": "application/json"}})
+        json!({"url": "http://notifier.internal:8080/send", "method": "POST", "output": "conductor",
+               "headers": {"X-Team": "orders", "Accept": "application/json"},
+               "content_type": "application/json", "timeout_ms": 3000})
     );
     assert_eq!(notify.input.as_ref().unwrap()["to"], json!("${task.input.customerEmail}"), "the body is the input");
     assert!(has_note(&i, "tasks[3].inputParameters.http_request.connectionTimeOut"), "{:?}", i.notes);
@@ -155,7 +156,7 @@ fn order_fulfillment_maps_tasks_inputs_and_task_defs() {
     assert_eq!(
         d.output,
         Some(json!({"orderId": "${task.input.orderId}", "paymentId": "${charge.output.paymentId}",
-                    "notified": "${notify.output.accepted}"}))
+                    "notified": "${notify.output.response.body.accepted}"}))
     );
     assert_eq!(
         i.limits,
@@ -186,7 +187,7 @@ fn order_fulfillment_runs_the_case_the_customer_chose() {
     assert_eq!(r.row("ship_express").input, json!({"orderId": "A-1", "paymentId": "P-9"}));
     r.finish("ship_express", json!({"tracking": "T1"}));
     assert_eq!(r.row("notify").input, json!({"to": "ann@example.com", "template": "order_shipped", "orderId": "A-1"}));
-    let end = r.finish("notify", json!({"accepted": true}));
+    let end = r.finish("notify", json!({"response": {"statusCode": 200, "body": {"accepted": true}}}));
     assert_eq!(end, TaskMove::Complete { output: json!({"orderId": "A-1", "paymentId": "P-9", "notified": true}) });
 
     let mut r = order_run("ground");
@@ -222,10 +223,13 @@ fn image_pipeline_maps_the_fork_and_drops_the_join() {
     assert_eq!(
         step(d, "publish").input,
         Some(json!({"thumbnail": "${upload_thumbnail.output.url}", "large": "${large.output.file}",
-                    "labels": "${labels.output.labels}"})),
-        "reads of the JOIN's output read the joined task; an HTTP response body is the output"
+                    "labels": "${labels.output.response.body.labels}"})),
+        "reads of the JOIN's output read the joined task; an HTTP task's output is its response, as in Conductor"
     );
-    assert_eq!(step(d, "labels").config, json!({"url": "http://vision.internal/labels", "method": "POST"}));
+    assert_eq!(
+        step(d, "labels").config,
+        json!({"url": "http://vision.internal/labels", "method": "POST", "output": "conductor"})
+    );
     assert_eq!(step(d, "upload_thumbnail").timeout, Some(secs(120)));
     assert_eq!(schedule(step(d, "upload_thumbnail").retry.as_ref().unwrap()), after(&[60, 60, 60]), "defaults");
     assert_eq!(schedule(step(d, "publish").retry.as_ref().unwrap()), after(&[30, 60]));
@@ -262,7 +266,7 @@ fn image_pipeline_runs_its_branches_side_by_side() {
     assert_eq!(r.pending(), ["thumbnail", "large", "labels"]);
     assert_eq!(r.row("labels").input, json!({"image": "s3://raw/1.png"}));
     r.finish("large", json!({"file": "large.webp"}));
-    r.finish("labels", json!({"labels": ["cat"]}));
+    r.finish("labels", json!({"response": {"statusCode": 200, "body": {"labels": ["cat"]}}}));
     r.finish("thumbnail", json!({"file": "thumb.webp"}));
     assert_eq!(r.pending(), ["upload_thumbnail"], "the join waits for the whole first branch");
     r.finish("upload_thumbnail", json!({"url": "http://cdn/thumb.webp"}));
@@ -511,13 +515,19 @@ fn expressions_that_do_not_map_are_refused_with_their_field() {
     assert_eq!(path, "outputParameters.state");
     assert!(problem.contains("poll"), "a task of a loop read from outside it: {problem}");
     let (path, _) = refused("order_fulfillment.json", |v| {
-        wf(v)["outputParameters"]["status"] = json!("${notify.output.response.statusCode}")
+        wf(v)["outputParameters"]["status"] = json!("${notify.output.statusCode}")
     });
-    assert_eq!(path, "outputParameters.status");
+    assert_eq!(path, "outputParameters.status", "an HTTP task's output is read under response");
     let (path, _) = refused("order_fulfillment.json", |v| {
         wf(v)["tasks"][3]["inputParameters"]["http_request"]["uri"] = json!("http://h/${workflow.input.orderId}")
     });
     assert_eq!(path, "tasks[3].inputParameters.http_request.uri");
+    let (path, problem) = refused("order_fulfillment.json", |v| {
+        wf(v)["tasks"][3]["inputParameters"]["http_request"]["headers"]["X-Who"] =
+            json!("${workflow.secrets.T} ${workflow.input.who}")
+    });
+    assert_eq!(path, "tasks[3].inputParameters.http_request.headers.X-Who");
+    assert!(problem.contains("workflow.secrets"), "{problem}");
     let (path, _) = refused("order_fulfillment.json", |v| {
         wf(v)["tasks"][1]["inputParameters"]["amount"] = json!("${validate.output.total")
     });
@@ -666,4 +676,14 @@ fn an_imported_definition_reads_back_as_ours() {
         assert_eq!(WorkflowDef::from_json(&text).unwrap(), i.workflow);
         assert!(!looks_like_conductor(&text));
     }
+}
+
+#[test]
+fn a_conductor_secret_in_a_header_becomes_the_agents_secret_reference() {
+    let mut v = doc("order_fulfillment.json");
+    wf(&mut v)["tasks"][3]["inputParameters"]["http_request"]["headers"]["Authorization"] =
+        json!("Bearer ${workflow.secrets.NOTIFIER_TOKEN}");
+    let i = from_conductor(&v.to_string()).unwrap();
+    let notify = step(&i.workflow, "notify");
+    assert_eq!(notify.config["headers"]["Authorization"], json!("Bearer ${secret.NOTIFIER_TOKEN}"));
 }

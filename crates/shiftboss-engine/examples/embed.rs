@@ -2,7 +2,8 @@
 //! `cargo run -p shiftboss-engine --example embed`; it prints the finished task.
 
 use shiftboss_core::{InstanceId, TaskState, workflow::WorkflowDef};
-use shiftboss_engine::{Agent, AgentCall, AgentError, Engine, HttpAgent};
+use shiftboss_engine::outbound::AllowList;
+use shiftboss_engine::{Agent, AgentCall, AgentError, Engine, HttpAgent, Outbound, OutboundConfig};
 use shiftboss_sqlite::{OpenOptions, SqliteStore};
 use shiftboss_store::{Store, SubmitTask};
 use std::sync::Arc;
@@ -23,7 +24,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let store = Arc::new(SqliteStore::open(dir.path().join("orders.db"), &OpenOptions::default())?);
     let engine = Engine::builder(store.clone(), InstanceId::new("orders-1")?) // stable across restarts
-        .agent("payment", HttpAgent::for_service("http://payments.internal:8080")?)
+        // Outbound calls go through the SSRF guard; payments.internal resolves to a private
+        // address, so the deployment opens it by name.
+        .agent(
+            "payment",
+            HttpAgent::for_service(
+                "http://payments.internal:8080",
+                Outbound::new(&OutboundConfig {
+                    allow: AllowList::parse(["payments.internal"])?,
+                    ..OutboundConfig::default()
+                })?,
+            )?,
+        )
         .agent("ledger", Ledger)
         .build()?;
     engine

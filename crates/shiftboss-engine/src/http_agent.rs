@@ -1,17 +1,26 @@
 //! The built-in HTTP agent: lets a workflow call a remote service without writing Rust.
 //!
 //! A step's `config` names the request:
-//! `{"method": "POST", "url": "http://stock:8080/reserve", "headers": {"x-team": "orders"}, "body": {...}}`.
+//! `{"method": "POST", "url": "https://stock:8443/reserve", "headers": {"authorization": "Bearer ${secret.STOCK_TOKEN}"}, "body": {...}}`.
 //! An agent made with [`HttpAgent::for_service`] wraps one service (P4): its steps give a path
 //! (`"url": "/reserve"`), resolved against the service's base URL, so that definitions do not
 //! change when the service moves.
 //! The body is the step's input unless the config gives one. Every attempt carries the step's
 //! idempotency key as an `Idempotency-Key` header, so the service can drop duplicates.
+//! Other settings: `follow_redirects` (false by default: a redirect is a permanent error),
+//! `timeout_ms` (a bound on the whole call, within complete-by), `content_type` (a body that is
+//! a string is then sent as it is), and `output: "conductor"` (Conductor's HTTP task's output,
+//! `{"response": {"statusCode", "headers", "body", "reasonPhrase"}}`).
 //!
-//! Faults that may pass (5xx, 429, timeouts, connection errors) are transient; other 4xx are
+//! Every call goes through [`Outbound`]: the SSRF guard, TLS, secrets (`${secret.NAME}` in header
+//! values and in the config's body, never in the url nor the task's input) and the bounds.
+//!
+//! Faults that may pass (5xx, 429, timeouts, connection errors) are transient; other 4xx, guard
+//! refusals, certificate errors, missing secrets, redirects not allowed and oversized answers are
 //! permanent. A 2xx answer's JSON body is the step's output.
 
 use crate::agent::{Agent, AgentCall, AgentError};
+use crate::outbound::{Body, CallError, Outbound, Request, Response, secrets};
 use async_trait::async_trait;
 use reqwest::{Method, StatusCode, Url};
 use serde::Deserialize;
@@ -32,6 +41,25 @@ struct RequestConfig {
     headers: BTreeMap<String, String>,
     #[serde(default)]
     body: Option<serde_json::Value>,
+    #[serde(default)]
+    follow_redirects: bool,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    content_type: Option<String>,
+    #[serde(default)]
+    output: OutputShape,
+}
+
+/// How a 2xx answer becomes the step's output.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum OutputShape {
+    /// The JSON body (or `{"status", "body"}` for a body that is not JSON).
+    #[default]
+    Body,
+    /// Conductor's HTTP task: `{"response": {"statusCode", "headers", "body", "reasonPhrase"}}`.
+    Conductor,
 }
 
 fn post() -> String {
@@ -50,17 +78,43 @@ impl RequestConfig {
             (_, Some(u)) => Url::parse(u),
         };
         let shown = c.url.as_deref().unwrap_or("");
+        if shown.contains("${secret.") {
+            return Err(
+                "http agent config: no secret in the url (urls appear in errors and logs): put it in a header".into()
+            );
+        }
         let url = url.map_err(|e| format!("http agent config: invalid url {shown:?}: {e}"))?;
-        if url.scheme() != "http" {
-            return Err(format!("http agent config: url {shown:?}: only http:// is supported by this build"));
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!("http agent config: url {shown:?}: only http:// and https:// are supported"));
         }
         for (k, v) in &c.headers {
             reqwest::header::HeaderName::from_bytes(k.as_bytes())
                 .map_err(|_| format!("http agent config: invalid header name {k:?}"))?;
-            reqwest::header::HeaderValue::from_str(v)
-                .map_err(|_| format!("http agent config: invalid value for header {k:?}"))?;
+            let refs = secrets::references(v).map_err(|e| format!("http agent config: header {k:?}: {e}"))?;
+            // A value with a reference is checked once resolved, at call time.
+            if refs.is_empty() {
+                reqwest::header::HeaderValue::from_str(v)
+                    .map_err(|_| format!("http agent config: invalid value for header {k:?}"))?;
+            }
+        }
+        if let Some(body) = &c.body {
+            check_body_references(body)?;
+        }
+        if c.timeout_ms == Some(0) {
+            return Err("http agent config: timeout_ms must be above 0".into());
         }
         Ok((c, method, url))
+    }
+}
+
+fn check_body_references(v: &serde_json::Value) -> Result<(), String> {
+    match v {
+        serde_json::Value::String(s) => {
+            secrets::references(s).map(|_| ()).map_err(|e| format!("http agent config: body: {e}"))
+        }
+        serde_json::Value::Array(a) => a.iter().try_for_each(check_body_references),
+        serde_json::Value::Object(o) => o.values().try_for_each(check_body_references),
+        _ => Ok(()),
     }
 }
 
@@ -68,34 +122,24 @@ impl RequestConfig {
 const MAX_ERROR_BODY: usize = 300;
 
 pub struct HttpAgent {
-    client: reqwest::Client,
+    outbound: Outbound,
     /// The service this agent wraps, when it wraps one.
     base: Option<Url>,
 }
 
-impl Default for HttpAgent {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl HttpAgent {
-    pub fn new() -> Self {
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .pool_max_idle_per_host(64)
-            .build()
-            .expect("a plain HTTP client builds");
-        HttpAgent { client, base: None }
+    /// An agent for any URL a step names, through `outbound` (its guard, TLS and secrets).
+    pub fn new(outbound: Outbound) -> Self {
+        HttpAgent { outbound, base: None }
     }
 
     /// An agent for one service: steps give paths, resolved against `base_url`.
-    pub fn for_service(base_url: &str) -> Result<Self, String> {
+    pub fn for_service(base_url: &str, outbound: Outbound) -> Result<Self, String> {
         let base = Url::parse(base_url).map_err(|e| format!("invalid base url {base_url:?}: {e}"))?;
-        if base.scheme() != "http" {
-            return Err(format!("base url {base_url:?}: only http:// is supported by this build"));
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(format!("base url {base_url:?}: only http:// and https:// are supported"));
         }
-        Ok(HttpAgent { base: Some(base), ..Self::new() })
+        Ok(HttpAgent { outbound, base: Some(base) })
     }
 }
 
@@ -106,30 +150,42 @@ impl Agent for HttpAgent {
         // edited by hand it can, and that will not pass by retrying.
         let (cfg, method, url) =
             RequestConfig::parse(&call.config, self.base.as_ref()).map_err(AgentError::Permanent)?;
-        let body = cfg.body.as_ref().unwrap_or(&call.input);
-        let mut req = self
-            .client
-            .request(method, url)
-            .header("Idempotency-Key", &call.idempotency_key)
-            .header("X-Shiftboss-Task", call.task_id.0)
-            .header("X-Shiftboss-Step", call.step_id.0)
-            .header("X-Shiftboss-Attempt", call.attempt)
-            .json(body);
-        for (k, v) in &cfg.headers {
-            req = req.header(k, v);
+        let mut req = Request::new(method, url);
+        req.headers = vec![
+            ("Idempotency-Key".into(), call.idempotency_key.clone()),
+            ("X-Shiftboss-Task".into(), call.task_id.0.to_string()),
+            ("X-Shiftboss-Step".into(), call.step_id.0.to_string()),
+            ("X-Shiftboss-Attempt".into(), call.attempt.to_string()),
+        ];
+        if call.idempotency_key.contains("${") {
+            return Err(AgentError::Permanent("the idempotency key may not hold `${`".into()));
         }
-        let resp = req.send().await.map_err(|e| AgentError::Transient(describe(&e)))?;
-        let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|e| AgentError::Transient(describe(&e)))?;
-        if status.is_success() {
-            if bytes.is_empty() {
-                return Ok(serde_json::json!({"status": status.as_u16()}));
+        req.headers.extend(cfg.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+        // Only the definition's own body may name secrets: the input comes from whoever
+        // submitted the task.
+        let (body, body_secrets) = match &cfg.body {
+            Some(b) => (b.clone(), true),
+            None => (call.input.clone(), false),
+        };
+        req.body = match (&cfg.content_type, body) {
+            (Some(ct), serde_json::Value::String(text)) if !is_json(ct) => {
+                Body::Text { content_type: ct.clone(), text }
             }
-            return Ok(serde_json::from_slice(&bytes).unwrap_or_else(
-                |_| serde_json::json!({"status": status.as_u16(), "body": String::from_utf8_lossy(&bytes)}),
-            ));
+            (_, v) => Body::Json(v),
+        };
+        req.body_secrets = body_secrets;
+        req.follow_redirects = cfg.follow_redirects;
+        req.timeout = cfg.timeout_ms.map(Duration::from_millis);
+        req.deadline = Some(call.deadline);
+        let resp = self.outbound.call(req).await.map_err(agent_error)?;
+        let status = resp.status;
+        if status.is_success() {
+            return Ok(match cfg.output {
+                OutputShape::Body => body_output(&resp),
+                OutputShape::Conductor => conductor_output(&resp),
+            });
         }
-        let text = String::from_utf8_lossy(&bytes);
+        let text = String::from_utf8_lossy(&resp.body);
         let text: String = text.chars().take(MAX_ERROR_BODY).collect();
         let msg = format!("HTTP {status}: {text}");
         if is_transient(status) { Err(AgentError::Transient(msg)) } else { Err(AgentError::Permanent(msg)) }
@@ -148,23 +204,51 @@ impl Agent for HttpAgent {
     }
 }
 
+fn is_json(content_type: &str) -> bool {
+    let ct = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    ct == "application/json" || ct.ends_with("+json")
+}
+
+fn agent_error(e: CallError) -> AgentError {
+    if e.is_transient() { AgentError::Transient(e.to_string()) } else { AgentError::Permanent(e.to_string()) }
+}
+
+fn body_output(resp: &Response) -> serde_json::Value {
+    let status = resp.status.as_u16();
+    if resp.body.is_empty() {
+        return serde_json::json!({"status": status});
+    }
+    serde_json::from_slice(&resp.body)
+        .unwrap_or_else(|_| serde_json::json!({"status": status, "body": String::from_utf8_lossy(&resp.body)}))
+}
+
+fn conductor_output(resp: &Response) -> serde_json::Value {
+    let mut headers = serde_json::Map::new();
+    for (k, v) in &resp.headers {
+        let entry = headers.entry(k.clone()).or_insert_with(|| serde_json::Value::Array(Vec::new()));
+        if let serde_json::Value::Array(values) = entry {
+            values.push(serde_json::Value::String(v.clone()));
+        }
+    }
+    let body = if resp.body.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::from_slice(&resp.body)
+            .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(&resp.body).into_owned()))
+    };
+    serde_json::json!({"response": {
+        "statusCode": resp.status.as_u16(),
+        "reasonPhrase": resp.status.canonical_reason().unwrap_or(""),
+        "headers": headers,
+        "body": body,
+    }})
+}
+
 fn is_transient(status: StatusCode) -> bool {
     status.is_server_error()
         || status == StatusCode::TOO_MANY_REQUESTS
         || status == StatusCode::REQUEST_TIMEOUT
         || status.is_informational()
-        || status.is_redirection()
-}
-
-fn describe(e: &reqwest::Error) -> String {
-    let kind = if e.is_connect() {
-        "connection failed"
-    } else if e.is_timeout() {
-        "timed out"
-    } else {
-        "request failed"
-    };
-    format!("{kind}: {e}")
 }
 
 #[cfg(test)]
@@ -183,7 +267,7 @@ mod tests {
 
     #[test]
     fn configs_are_checked() {
-        let ok = serde_json::json!({"url": "http://127.0.0.1:9/x", "headers": {"x-a": "b"}});
+        let ok = serde_json::json!({"url": "http://127.0.0.1:9/x", "headers": {"x-a": "b", "authorization": "Bearer ${secret.T}"}});
         assert!(RequestConfig::parse(&ok, None).is_ok());
         let base = Url::parse("http://127.0.0.1:9").unwrap();
         let (_, _, url) = RequestConfig::parse(&serde_json::json!({"url": "/reserve"}), Some(&base)).unwrap();
@@ -193,6 +277,10 @@ mod tests {
             serde_json::json!({}),
             serde_json::json!({"url": "not a url"}),
             serde_json::json!({"url": "ftp://h/x"}),
+            serde_json::json!({"url": "http://h/${secret.A}"}),
+            serde_json::json!({"url": "http://h/x", "headers": {"a": "${secret.bad-name}"}}),
+            serde_json::json!({"url": "http://h/x", "body": {"a": ["${secret."]}}),
+            serde_json::json!({"url": "http://h/x", "timeout_ms": 0}),
             serde_json::json!({"url": "http://h/x", "method": "NO SPACE"}),
             serde_json::json!({"url": "http://h/x", "headers": {"bad header": "v"}}),
             serde_json::json!({"url": "http://h/x", "mehtod": "GET"}),
@@ -203,11 +291,13 @@ mod tests {
 
     #[test]
     fn the_service_is_host_and_port() {
-        let a = HttpAgent::new();
+        let out = Outbound::new(&crate::outbound::OutboundConfig::default()).unwrap();
+        let a = HttpAgent::new(out.clone());
         assert_eq!(a.service(&serde_json::json!({"url": "http://127.0.0.1:81/a"})).as_deref(), Some("127.0.0.1:81"));
         assert_eq!(a.service(&serde_json::json!({"url": "http://svc/a"})).as_deref(), Some("svc:80"));
-        let b = HttpAgent::for_service("http://127.0.0.1:7000").unwrap();
+        let b = HttpAgent::for_service("http://127.0.0.1:7000", out.clone()).unwrap();
         assert_eq!(b.service(&serde_json::json!({"url": "/x"})).as_deref(), Some("127.0.0.1:7000"));
-        assert!(HttpAgent::for_service("https://h").is_err());
+        assert!(HttpAgent::for_service("https://h", out.clone()).is_ok());
+        assert!(HttpAgent::for_service("ftp://h", out).is_err());
     }
 }

@@ -4,6 +4,7 @@
 //! Layout:
 //! - [`agent`]: the `Agent` trait that wraps one remote service, and the registry of agents.
 //! - [`http_agent`]: the built-in agent that calls an HTTP service.
+//! - [`outbound`]: every call the engine sends out: the SSRF guard, TLS, secrets, bounds.
 //! - [`exception`]: exception strategies: what a handler's error or panic counts as (M5).
 //! - [`jobs`]: the client side of retry jobs: enqueue with options and a balance strategy (M1, M3).
 //! - [`runtime`]: runs one claimed step: in-call retries with backoff, the circuit breaker, and
@@ -24,6 +25,7 @@ pub mod exception;
 pub mod http_agent;
 pub mod jobs;
 pub mod metrics;
+pub mod outbound;
 pub mod progress;
 pub mod runtime;
 pub mod scheduler;
@@ -35,3 +37,4 @@ pub use engine::{Engine, EngineBuilder, EngineError, RunningEngine};
 pub use exception::{Exception, ExceptionStrategy, Verdict};
 pub use http_agent::HttpAgent;
 pub use jobs::{ClientConfig, HandlerDefaults, JobClient, JobOptions};
+pub use outbound::{Outbound, OutboundConfig};

@@ -23,7 +23,7 @@ fn engine(path: &std::path::Path, svc: &Service, id: &str, buckets: BucketPolicy
     // (a lapse re-shares the buckets mid-test); a scheduler that stops signs off at once anyway.
     config.scheduler.heartbeat_ttl = Duration::from_secs(3);
     Engine::builder(store, InstanceId::new(id).unwrap())
-        .agent("svc", HttpAgent::for_service(&svc.base).unwrap())
+        .agent("svc", HttpAgent::for_service(&svc.base, support::loopback()).unwrap())
         .config(config)
         .build()
         .unwrap()

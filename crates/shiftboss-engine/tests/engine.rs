@@ -55,7 +55,7 @@ impl Fixture {
 
     fn engine(&self, svc: &Service, instance: &str, roles: Roles) -> Engine {
         Engine::builder(self.store(), InstanceId::new(instance).unwrap())
-            .agent("svc", HttpAgent::for_service(&svc.base).unwrap())
+            .agent("svc", HttpAgent::for_service(&svc.base, support::loopback()).unwrap())
             .default_retry(quick_retries())
             .config(fast_config(roles))
             .build()
@@ -253,8 +253,8 @@ async fn a_scheduler_claims_only_the_agent_types_it_serves() {
     let mut config = fast_config(Roles { scheduler: true, supervisor: false });
     config.scheduler.agents = Some(vec!["svc".into()]);
     let engine = Engine::builder(fx.store(), InstanceId::new("s1").unwrap())
-        .agent("svc", HttpAgent::for_service(&svc.base).unwrap())
-        .agent("other", HttpAgent::for_service(&svc.base).unwrap())
+        .agent("svc", HttpAgent::for_service(&svc.base, support::loopback()).unwrap())
+        .agent("other", HttpAgent::for_service(&svc.base, support::loopback()).unwrap())
         .config(config)
         .build()
         .unwrap();
@@ -278,7 +278,7 @@ async fn a_scheduler_claims_only_the_agent_types_it_serves() {
     let mut config = fast_config(Roles::default());
     config.scheduler.agents = Some(vec!["nobody".into()]);
     let built = Engine::builder(fx.store(), InstanceId::new("s2").unwrap())
-        .agent("svc", HttpAgent::for_service(&svc.base).unwrap())
+        .agent("svc", HttpAgent::for_service(&svc.base, support::loopback()).unwrap())
         .config(config)
         .build();
     assert!(matches!(built, Err(shiftboss_engine::EngineError::Config(m)) if m.contains("nobody")));

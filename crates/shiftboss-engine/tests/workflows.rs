@@ -74,7 +74,7 @@ async fn a_conductor_definition_runs_to_the_result_conductor_would_give() {
         .agent("ship_express", agent(|_| Ok(json!({"tracking": "EX1"}))))
         .agent("ship_standard", agent(|_| Ok(json!({"tracking": "ST1"}))))
         // Conductor's HTTP task: the notifier answers the way Conductor's HTTP task reports a body.
-        .agent("http", agent(|_| Ok(json!({"accepted": true}))))
+        .agent("http", agent(|_| Ok(json!({"response": {"statusCode": 200, "body": {"accepted": true}}}))))
         .config(config())
         .build()
         .unwrap();

@@ -9,6 +9,7 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use shiftboss_core::InstanceId;
 use shiftboss_core::token::{Scope, Scopes, hash_secret, mint_secret};
+use shiftboss_engine::outbound::{Outbound, OutboundConfig};
 use shiftboss_engine::{Engine, HttpAgent};
 use shiftboss_server::{ApiConfig, app};
 use shiftboss_sqlite::{OpenOptions, SqliteStore};
@@ -29,7 +30,7 @@ impl Api {
         let store: Arc<dyn Store> =
             Arc::new(SqliteStore::open(dir.path().join("s.db"), &OpenOptions::default()).unwrap());
         let engine = Engine::builder(store.clone(), InstanceId::new("api-test").unwrap())
-            .agent("http", HttpAgent::new())
+            .agent("http", HttpAgent::new(Outbound::new(&OutboundConfig::default()).unwrap()))
             .build()
             .unwrap();
         let (router, doc) = app(engine, ApiConfig::default()).unwrap();

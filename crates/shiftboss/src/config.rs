@@ -47,8 +47,20 @@
 //! balance = "weighted"             # "hash" of the key (default), "round-robin" or "weighted"
 //! shares = [{ buckets = "0-127", weight = 2 }, { buckets = "128-255", weight = 1 }]
 //!
+//! [outbound]                       # every call the engine sends out (HTTP agent steps, Conductor HTTP tasks)
+//! allow = ["10.20.0.0/16", "127.0.0.1", "stock.internal"]  # opened past the SSRF guard (CIDRs, addresses, host names)
+//! ca_bundle = "/etc/shiftboss/ca.pem"     # PEM CAs trusted besides the system's roots
+//! client_cert = "/etc/shiftboss/client.pem"  # presented to servers that ask (mTLS), with client_key
+//! client_key = "/etc/shiftboss/client.key"
+//! secrets_dir = "/run/secrets"     # ${secret.NAME}: SHIFTBOSS_SECRET_NAME, else the file NAME here
+//! max_response_bytes = 4194304     # a larger response body fails the step (permanent)
+//! max_redirects = 5                # for steps that allow redirects (follow_redirects)
+//! connect_timeout = "5s"
+//! call_timeout = "60s"             # the whole call, within the step's complete-by
+//!
 //! [agents.stock]                   # an HTTP agent wrapping one service (a job handler is an agent)
-//! base_url = "http://127.0.0.1:8081"
+//! base_url = "https://stock.internal:8443"
+//! ca_bundle = "/etc/shiftboss/stock-ca.pem"  # this agent's TLS settings, instead of [outbound]'s
 //! retry = { kind = "exponential", base = "1s", cap = "1m", jitter = 0.2, max_failures = 8 }
 //! max_concurrent = 20              # at most 20 stock steps running at once, across every process
 //! per_second = 100                 # at most 100 stock steps started per second, across every process
@@ -56,7 +68,8 @@
 //! ```
 //!
 //! Environment overrides besides those of the flags: `SHIFTBOSS_SERVER_ENABLED` (true or false)
-//! and `SHIFTBOSS_CLIENT_BALANCE` (hash, round-robin or weighted). `SHIFTBOSS_IDLE_POLL` and
+//! and `SHIFTBOSS_CLIENT_BALANCE` (hash, round-robin or weighted). `SHIFTBOSS_OUTBOUND_ALLOW`
+//! (comma-separated, as `serve --allow-outbound`) adds to `[outbound] allow`. `SHIFTBOSS_IDLE_POLL` and
 //! `SHIFTBOSS_SUPERVISOR_IDLE_INTERVAL` are those of `serve --idle-poll` and
 //! `--supervisor-idle-interval`.
 
@@ -66,9 +79,10 @@ use shiftboss_core::buckets::parse_list;
 use shiftboss_core::jobs::{Balance, Share};
 use shiftboss_core::retry::RetryPolicy;
 use shiftboss_core::time::serde_duration;
+use shiftboss_engine::outbound::{AllowList, Limits, OutboundConfig, Secrets, TlsConfig};
 use shiftboss_engine::{ClientConfig, HandlerDefaults, PollMode};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(Debug, Default, Deserialize)]
@@ -88,8 +102,28 @@ pub struct FileConfig {
     pub server: ServerSection,
     #[serde(default)]
     pub client: ClientSection,
+    #[serde(default)]
+    pub outbound: OutboundSection,
     #[serde(default, alias = "handlers")]
     pub agents: BTreeMap<String, AgentSection>,
+}
+
+/// Outbound calls: the SSRF guard's allow-list, TLS, secrets and bounds.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboundSection {
+    #[serde(default)]
+    pub allow: Vec<String>,
+    pub ca_bundle: Option<PathBuf>,
+    pub client_cert: Option<PathBuf>,
+    pub client_key: Option<PathBuf>,
+    pub secrets_dir: Option<PathBuf>,
+    pub max_response_bytes: Option<u64>,
+    pub max_redirects: Option<u32>,
+    #[serde(default, with = "serde_duration::option")]
+    pub connect_timeout: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub call_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -193,6 +227,10 @@ pub struct AgentSection {
     pub per_second: Option<u32>,
     #[serde(default, with = "serde_duration::option")]
     pub timeout: Option<Duration>,
+    /// This agent's TLS settings; when any is given, they replace `[outbound]`'s for it.
+    pub ca_bundle: Option<PathBuf>,
+    pub client_cert: Option<PathBuf>,
+    pub client_key: Option<PathBuf>,
 }
 
 impl FileConfig {
@@ -213,6 +251,37 @@ impl FileConfig {
             self.client.balance = Some(v);
         }
         Ok(())
+    }
+
+    /// The settings of outbound calls, with `extra_allow` (flags, environment) added to the
+    /// file's allow-list.
+    pub fn outbound(&self, extra_allow: &[String]) -> anyhow::Result<OutboundConfig> {
+        let o = &self.outbound;
+        let allow =
+            AllowList::parse(o.allow.iter().chain(extra_allow)).map_err(|e| anyhow::anyhow!("[outbound] {e}"))?;
+        let mut limits = Limits::default();
+        if let Some(v) = o.max_response_bytes {
+            limits.max_response_bytes = v;
+        }
+        if let Some(v) = o.max_redirects {
+            limits.max_redirects = v;
+        }
+        if let Some(v) = o.connect_timeout {
+            limits.connect_timeout = v;
+        }
+        if let Some(v) = o.call_timeout {
+            limits.call_timeout = v;
+        }
+        Ok(OutboundConfig {
+            allow,
+            tls: TlsConfig {
+                ca_bundle: o.ca_bundle.clone(),
+                client_cert: o.client_cert.clone(),
+                client_key: o.client_key.clone(),
+            },
+            secrets: Secrets { env: true, dir: o.secrets_dir.clone() },
+            limits,
+        })
     }
 
     /// Whether this deployment runs the server side (serve's roles).
@@ -268,7 +337,14 @@ mod tests {
         assert_eq!(c.supervisor.idle_interval, Some(Duration::from_secs(10)));
         assert_eq!(c.scheduler.buckets.as_deref(), Some("share"));
         assert_eq!(c.scheduler.weight, Some(2));
-        assert_eq!(c.agents["stock"].base_url, "http://127.0.0.1:8081");
+        assert_eq!(c.agents["stock"].base_url, "https://stock.internal:8443");
+        assert!(c.agents["stock"].ca_bundle.is_some());
+        let out = c.outbound(&["192.168.7.0/24".to_owned()]).unwrap();
+        assert!(out.allow.clone() != AllowList::default());
+        assert_eq!(out.limits.max_redirects, 5);
+        assert_eq!(out.limits.call_timeout, Duration::from_secs(60));
+        assert_eq!(out.secrets.dir.as_deref(), Some(Path::new("/run/secrets")));
+        assert!(c.outbound(&["not a host".to_owned()]).unwrap_err().to_string().contains("not a host"));
         assert!(matches!(c.agents["stock"].retry, Some(RetryPolicy::Exponential { .. })));
         assert_eq!(c.archive.after, Some(Duration::from_secs(3600)));
         assert!(c.server_enabled());

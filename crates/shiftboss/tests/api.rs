@@ -17,11 +17,17 @@ struct Api {
     http: Client,
 }
 
+/// reqwest's rustls has no provider of its own in this build (the engine hands it ring's).
+fn http_client() -> Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Client::builder().timeout(Duration::from_secs(20)).build().unwrap()
+}
+
 impl Api {
     fn of(p: &ServeProc) -> Api {
         let base = p.api_url().expect("serve announced its API");
         let token = p.admin_token().expect("serve wrote the first admin token");
-        Api { base, token, http: Client::builder().timeout(Duration::from_secs(20)).build().unwrap() }
+        Api { base, token, http: http_client() }
     }
 
     async fn send(&self, method: Method, path: &str, token: Option<&str>, body: Option<Value>) -> (StatusCode, Value) {
@@ -294,7 +300,7 @@ async fn sigterm_with_requests_and_steps_in_flight_loses_nothing() {
     let submitter = {
         let (base, token) = (api.base.clone(), api.token.clone());
         tokio::spawn(async move {
-            let http = Client::builder().timeout(Duration::from_secs(20)).build().unwrap();
+            let http = http_client();
             let mut acknowledged = Vec::new();
             for i in 0..400 {
                 let r = http

@@ -67,7 +67,7 @@ async fn a_refused_job_is_archived_found_in_history_and_resubmitted() {
     let url = mail_service(refusing.clone()).await;
     let toml = format!(
         "[archive]\ninterval = \"100ms\"\nafter = \"0s\"\n\n[client]\nbalance = \"round-robin\"\n\n\
-         [handlers.mail]\nbase_url = \"{url}\"\ntimeout = \"5s\"\n"
+         [outbound]\nallow = [\"127.0.0.1\"]\n\n[handlers.mail]\nbase_url = \"{url}\"\ntimeout = \"5s\"\n"
     );
     std::fs::write(&config, toml).unwrap();
     assert!(cli(&db, &config, &["migrate"]).status.success());

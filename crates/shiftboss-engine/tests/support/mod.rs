@@ -87,3 +87,9 @@ async fn handle(State(log): State<Arc<Mutex<Log>>>, headers: HeaderMap, body: St
     *log.lock().unwrap().in_flight.get_mut(&key).unwrap() -= 1;
     out
 }
+
+/// The outbound client of tests whose services listen on loopback, which the SSRF guard refuses
+/// unless allowed.
+pub fn loopback() -> shiftboss_engine::Outbound {
+    shiftboss_engine::Outbound::new(&shiftboss_engine::OutboundConfig::allowing_loopback()).unwrap()
+}

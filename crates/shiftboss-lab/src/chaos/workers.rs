@@ -104,6 +104,8 @@ impl Worker {
         for a in &r.agents {
             cmd.args(["--agent", a]);
         }
+        // The fake services listen on loopback, which the SSRF guard refuses unless allowed.
+        cmd.args(["--allow-outbound", "127.0.0.1"]);
         if let Some((point, n)) = fault {
             cmd.env(FAULT_ENV, format!("{}@{n}", point.as_str()));
         }

@@ -5,6 +5,7 @@ use crate::config::{FileConfig, Role};
 use crate::target::DbTarget;
 use anyhow::{Context, bail};
 use clap::Args;
+use shiftboss_engine::outbound::{Outbound, TlsConfig};
 use shiftboss_engine::{BucketPolicy, Engine, EngineConfig, HttpAgent, PollMode, Roles};
 use shiftboss_server::bootstrap::{BOOTSTRAP_NAME, Bootstrap, ensure_admin_token};
 use shiftboss_server::{ApiConfig, AuthMode, app, serve};
@@ -68,6 +69,11 @@ pub struct ServeArgs {
     /// An HTTP agent NAME wrapping the service at URL (repeatable), besides the config file's.
     #[arg(long = "agent", value_name = "NAME=URL", value_parser = parse_agent)]
     agents: Vec<(String, String)>,
+    /// An address, CIDR range or host name that outbound calls may reach past the SSRF guard
+    /// (comma-separated, repeatable), besides the config file's `[outbound] allow`; for example
+    /// 127.0.0.1 for services on this host.
+    #[arg(long = "allow-outbound", env = "SHIFTBOSS_OUTBOUND_ALLOW", value_delimiter = ',')]
+    allow_outbound: Vec<String>,
     /// The supervisor's sweep never runs twice within this interval, and a lapsed lease is taken
     /// back within it.
     #[arg(long, value_parser = humantime::parse_duration)]
@@ -256,12 +262,26 @@ impl ServeArgs {
             eprintln!("shiftboss serve: note: {note}");
         }
         let instance = hold.id.clone();
-        let mut builder = Engine::builder(store, instance.clone()).agent("http", HttpAgent::new());
+        let outbound_config = file.outbound(&self.allow_outbound)?;
+        let outbound = Outbound::new(&outbound_config).context("[outbound]")?;
+        let mut builder = Engine::builder(store, instance.clone()).agent("http", HttpAgent::new(outbound.clone()));
         if let Some(p) = &file.retry {
             builder = builder.default_retry(p.clone());
         }
         for (name, a) in &file.agents {
-            let agent = HttpAgent::for_service(&a.base_url)
+            // An agent with TLS settings of its own gets a client of its own.
+            let agent_outbound = if a.ca_bundle.is_some() || a.client_cert.is_some() || a.client_key.is_some() {
+                let mut c = outbound_config.clone();
+                c.tls = TlsConfig {
+                    ca_bundle: a.ca_bundle.clone(),
+                    client_cert: a.client_cert.clone(),
+                    client_key: a.client_key.clone(),
+                };
+                Outbound::new(&c).with_context(|| format!("agent {name} in the config file"))?
+            } else {
+                outbound.clone()
+            };
+            let agent = HttpAgent::for_service(&a.base_url, agent_outbound)
                 .map_err(anyhow::Error::msg)
                 .with_context(|| format!("agent {name} in the config file"))?;
             builder = builder.agent(name.clone(), agent);
@@ -270,8 +290,9 @@ impl ServeArgs {
             }
         }
         for (name, url) in &self.agents {
-            let agent =
-                HttpAgent::for_service(url).map_err(anyhow::Error::msg).with_context(|| format!("--agent {name}"))?;
+            let agent = HttpAgent::for_service(url, outbound.clone())
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("--agent {name}"))?;
             builder = builder.agent(name.clone(), agent);
         }
         let roles = config.roles;

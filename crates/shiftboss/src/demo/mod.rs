@@ -14,7 +14,7 @@ use crate::target::DbTarget;
 use anyhow::{Context, bail};
 use clap::Args;
 use shiftboss_core::InstanceId;
-use shiftboss_engine::{Engine, EngineConfig, HttpAgent};
+use shiftboss_engine::{Engine, EngineConfig, HttpAgent, Outbound, OutboundConfig};
 use shiftboss_store::{Store, SubmitTask};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -119,10 +119,12 @@ pub async fn run(db: &DbTarget, args: DemoArgs) -> anyhow::Result<bool> {
     config.scheduler.poll_interval = Duration::from_millis(100);
     config.supervisor.interval = args.supervisor_interval;
     config.supervisor.leader_ttl = (args.supervisor_interval * 8).max(Duration::from_secs(2));
+    // The demo's services listen on loopback, which the SSRF guard refuses unless allowed.
+    let outbound = Outbound::new(&OutboundConfig::allowing_loopback())?;
     let engine = Engine::builder(store.clone(), instance)
-        .agent("stock", HttpAgent::for_service(&stock.base_url).map_err(anyhow::Error::msg)?)
-        .agent("payment", HttpAgent::for_service(&payment.base_url).map_err(anyhow::Error::msg)?)
-        .agent("shipping", HttpAgent::for_service(&shipping.base_url).map_err(anyhow::Error::msg)?)
+        .agent("stock", HttpAgent::for_service(&stock.base_url, outbound.clone()).map_err(anyhow::Error::msg)?)
+        .agent("payment", HttpAgent::for_service(&payment.base_url, outbound.clone()).map_err(anyhow::Error::msg)?)
+        .agent("shipping", HttpAgent::for_service(&shipping.base_url, outbound).map_err(anyhow::Error::msg)?)
         .config(config)
         .build()?;
     engine.register_workflow(&workflow::order_workflow()).await?;

@@ -221,7 +221,7 @@ impl Serve {
             c.args(["--instance-id", &self.instance]);
         }
         if let Some(url) = &self.service {
-            c.args(["--agent", &format!("svc={url}")]);
+            c.args(["--agent", &format!("svc={url}"), "--allow-outbound", "127.0.0.1"]);
         }
         if let Some(r) = self.roles {
             c.args(["--roles", r]);

@@ -1,0 +1,86 @@
+//! Conductor's HTTP task end to end: imported, run by the engine's HTTP agent against a real
+//! server, its output in Conductor's shape and read by the workflow's output as in Conductor; and
+//! the same guard as every outbound call.
+
+use crate::servers::http;
+use crate::{ended, engine_config, submit};
+use axum::Router;
+use axum::http::HeaderMap;
+use axum::routing::post;
+use serde_json::{Value, json};
+use shiftboss_conductor::from_conductor;
+use shiftboss_core::{InstanceId, TaskState};
+use shiftboss_engine::{Engine, HttpAgent};
+use shiftboss_sqlite::{OpenOptions, SqliteStore};
+use shiftboss_store::Store;
+use std::sync::Arc;
+
+fn workflow(name: &str, uri: &str) -> String {
+    json!({
+        "name": name, "version": 1, "schemaVersion": 2,
+        "tasks": [{
+            "name": "notify_customer", "taskReferenceName": "notify", "type": "HTTP",
+            "inputParameters": {"http_request": {
+                "uri": uri, "method": "POST",
+                "headers": {"X-Team": "orders"},
+                "accept": "application/json", "contentType": "application/json",
+                "connectionTimeOut": 2000, "readTimeOut": 3000,
+                "body": {"orderId": "${workflow.input.orderId}"}
+            }}
+        }],
+        "outputParameters": {
+            "status": "${notify.output.response.statusCode}",
+            "accepted": "${notify.output.response.body.accepted}",
+            "orderId": "${notify.output.response.body.orderId}"
+        }
+    })
+    .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conductors_http_task_runs_through_the_http_agent_with_conductors_output() {
+    let app = Router::new().route(
+        "/notify",
+        post(|headers: HeaderMap, body: String| async move {
+            let sent: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            let team = headers.get("x-team").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+            let accept = headers.get("accept").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+            (
+                [("x-request-id", "r-1"), ("content-type", "application/json")],
+                json!({"accepted": team == "orders" && accept == "application/json", "orderId": sent["orderId"]})
+                    .to_string(),
+            )
+        }),
+    );
+    let base = http(app).await;
+    let ok = from_conductor(&workflow("notify_flow", &format!("{base}/notify"))).unwrap();
+    let guarded = from_conductor(&workflow("metadata_flow", "http://169.254.169.254/latest/meta-data/")).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("s.db"), &OpenOptions::default()).unwrap());
+    // The agent `http` that imported HTTP tasks name, with the deployment's guard (loopback opened
+    // for this test's server).
+    let engine = Engine::builder(store.clone(), InstanceId::new("e1").unwrap())
+        .agent("http", HttpAgent::new(crate::client(&["127.0.0.1"])))
+        .config(engine_config())
+        .build()
+        .unwrap();
+    engine.register_workflow(&ok.workflow).await.unwrap();
+    engine.register_workflow(&guarded.workflow).await.unwrap();
+    let running = engine.start();
+
+    let task = engine.submit(submit("o-1", "notify_flow", json!({"orderId": "A1"}))).await.unwrap().task_id;
+    let d = ended(store.as_ref(), task).await;
+    assert_eq!(d.task.state, TaskState::Completed, "{:#?}", d.steps);
+    assert_eq!(d.task.output, Some(json!({"status": 200, "accepted": true, "orderId": "A1"})));
+    let out = d.steps[0].output.clone().unwrap();
+    assert_eq!(out["response"]["headers"]["x-request-id"], json!(["r-1"]), "{out}");
+    assert_eq!(out["response"]["reasonPhrase"], json!("OK"));
+
+    let task = engine.submit(submit("o-2", "metadata_flow", json!({"orderId": "B2"}))).await.unwrap().task_id;
+    let d = ended(store.as_ref(), task).await;
+    assert_eq!(d.task.state, TaskState::Failed);
+    let error = d.steps[0].last_error.clone().unwrap_or_default();
+    assert!(error.contains("link-local") && error.contains("169.254.169.254"), "{error}");
+    running.shutdown().await;
+}
