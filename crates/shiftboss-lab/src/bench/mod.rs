@@ -4,6 +4,7 @@
 //! paths, and prints one JSON line on stdout for the orchestrator; progress goes to stderr.
 //! Peers, raw database limits, idle load and memory are measured by the orchestrator itself.
 
+mod api;
 mod claim;
 mod enqueue;
 mod error;
@@ -31,6 +32,8 @@ pub enum BenchCommand {
     /// Single submissions from concurrent clients, each its own transaction; with `--drain`, end
     /// to end from the first submission to the last completion.
     Submit(submit::SubmitArgs),
+    /// Submissions through a running serve's HTTP API from concurrent clients (bench/api starts it).
+    Api(api::ApiArgs),
     /// Recovery: a step whose agent's process dies; time from its complete-by to its next start.
     Recovery(recovery::RecoveryArgs),
     /// Claim and sweep cost against whatever finished records the store already holds.
@@ -49,6 +52,7 @@ impl BenchCommand {
             BenchCommand::Pickup(a) => pickup::run(db, a).await?,
             BenchCommand::Flow(a) => flow::run(db, a).await?,
             BenchCommand::Submit(a) => submit::run(db, a).await?,
+            BenchCommand::Api(a) => api::run(a).await?,
             BenchCommand::Recovery(a) => recovery::run(db, a).await?,
             BenchCommand::Claim(a) => claim::run(db, a).await?,
             BenchCommand::SqliteCommits(a) => sqlite_commits::run(db, a).await?,
