@@ -225,6 +225,11 @@ impl Store for Counting {
         self.inner.task_events(p).await
     }
 
+    async fn queue_stats(&self) -> Result<shiftboss_store::QueueStats> {
+        self.count("queue_stats");
+        self.inner.queue_stats().await
+    }
+
     async fn bulk_operate(&self, p: BulkOperate) -> Result<BulkReport> {
         self.count("bulk_operate");
         self.inner.bulk_operate(p).await

@@ -524,6 +524,11 @@ impl Store for PostgresStore {
         self.read(async |c| query::task_events(c, &p).await).await
     }
 
+    async fn queue_stats(&self) -> Result<QueueStats> {
+        let now = self.now().await?;
+        self.read(async |c| query::queue_stats(c, now).await).await
+    }
+
     async fn bulk_operate(&self, p: BulkOperate) -> Result<BulkReport> {
         p.validate()?;
         let ids = self.read(async |c| query::task_ids(c, &p.filter, p.limit + 1).await).await?;

@@ -253,3 +253,30 @@ pub async fn summarize(c: Conn<'_>) -> Result<Summary, StoreError> {
         errors: errors.iter().map(|r| Ok((get(r, 0)?, get::<i64>(r, 1)? as u64))).collect::<Result<_, StoreError>>()?,
     })
 }
+
+/// Each agent type's queue at `now` (see [`shiftboss_store::QueueStats`]): live agent steps only.
+pub async fn queue_stats(
+    c: Conn<'_>,
+    now: shiftboss_core::Timestamp,
+) -> Result<shiftboss_store::QueueStats, StoreError> {
+    let rows = c
+        .query(
+            "SELECT agent, state, state = 'pending' AND due_at <= $1, count(*), min(due_at) FROM steps
+             WHERE kind = 'agent' AND state IN ('pending', 'processing', 'error') GROUP BY 1, 2, 3",
+            &[&now.0],
+        )
+        .await?;
+    let rows = rows
+        .iter()
+        .map(|r| {
+            Ok((
+                get::<String>(r, 0)?,
+                get::<String>(r, 1)?,
+                get::<bool>(r, 2)?,
+                get::<i64>(r, 3)? as u64,
+                get::<Option<i64>>(r, 4)?,
+            ))
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok(shiftboss_store::QueueStats::from_rows(now, rows))
+}

@@ -4,8 +4,9 @@
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
+use shiftboss_core::TaskState;
 use shiftboss_engine::metrics::MetricsSnapshot;
-use shiftboss_store::Summary;
+use shiftboss_store::QueueStats;
 use std::time::Duration;
 
 /// What this process counts, and the gauges set at each scrape.
@@ -16,6 +17,7 @@ pub struct ApiMetrics {
     engine: IntCounterVec,
     tasks: IntGaugeVec,
     steps: IntGaugeVec,
+    oldest_due: prometheus::GaugeVec,
     leader_term: IntGauge,
     leading: IntGauge,
     sweeps: IntCounterVec,
@@ -59,7 +61,20 @@ impl ApiMetrics {
             &["event"],
         )?;
         let tasks = IntGaugeVec::new(Opts::new("tasks", "Tasks in the hot tables, by state."), &["state"])?;
-        let steps = IntGaugeVec::new(Opts::new("steps", "Steps in the hot tables, by state."), &["state"])?;
+        let steps = IntGaugeVec::new(
+            Opts::new(
+                "agent_steps",
+                "Live agent steps by agent type and state: due (the queue's depth), later (a retry's delay, a held task), processing, error.",
+            ),
+            &["agent", "state"],
+        )?;
+        let oldest_due = prometheus::GaugeVec::new(
+            Opts::new(
+                "agent_oldest_due_age_seconds",
+                "How long the oldest due step of each agent type has waited (0: none is due).",
+            ),
+            &["agent"],
+        )?;
         let leader_term = IntGauge::new(
             "supervisor_leader_term",
             "The supervisor's leader term this process holds (0: it does not lead).",
@@ -79,6 +94,7 @@ impl ApiMetrics {
             Box::new(engine.clone()),
             Box::new(tasks.clone()),
             Box::new(steps.clone()),
+            Box::new(oldest_due.clone()),
             Box::new(leader_term.clone()),
             Box::new(leading.clone()),
             Box::new(sweeps.clone()),
@@ -86,7 +102,19 @@ impl ApiMetrics {
         ] {
             registry.register(c)?;
         }
-        Ok(ApiMetrics { registry, requests, durations, engine, tasks, steps, leader_term, leading, sweeps, store_up })
+        Ok(ApiMetrics {
+            registry,
+            requests,
+            durations,
+            engine,
+            tasks,
+            steps,
+            oldest_due,
+            leader_term,
+            leading,
+            sweeps,
+            store_up,
+        })
     }
 
     /// Counts one served request. `route` is the matched route's template, so that ids in paths
@@ -96,8 +124,9 @@ impl ApiMetrics {
         self.durations.with_label_values(&[route, method]).observe(took.as_secs_f64());
     }
 
-    /// The scrape's text: the engine's counters and the store's counts (none when it is out of reach) set first.
-    pub fn render(&self, engine: &MetricsSnapshot, summary: Option<&Summary>) -> String {
+    /// The scrape's text: the engine's counters and the store's counts (none when it is out of
+    /// reach) set first.
+    pub fn render(&self, engine: &MetricsSnapshot, store: Option<(&[(TaskState, u64)], &QueueStats)>) -> String {
         for (event, value) in engine_counters(engine) {
             let c = self.engine.with_label_values(&[event]);
             // The engine's counters only grow; the difference brings ours level with them.
@@ -109,13 +138,22 @@ impl ApiMetrics {
         micros.inc_by(engine.sweep_micros.saturating_sub(micros.get()));
         self.leader_term.set(i64::try_from(engine.leader_term).unwrap_or(i64::MAX));
         self.leading.set(i64::from(engine.leader_term > 0));
-        self.store_up.set(i64::from(summary.is_some()));
-        if let Some(s) = summary {
-            for state in shiftboss_core::TaskState::ALL {
-                self.tasks.with_label_values(&[state.as_str()]).set(count(s.tasks_in(state)));
+        self.store_up.set(i64::from(store.is_some()));
+        if let Some((tasks, queues)) = store {
+            for state in TaskState::ALL {
+                let n = tasks.iter().find(|(s, _)| *s == state).map_or(0, |(_, n)| *n);
+                self.tasks.with_label_values(&[state.as_str()]).set(count(n));
             }
-            for state in shiftboss_core::StepState::ALL {
-                self.steps.with_label_values(&[state.as_str()]).set(count(s.steps_in(state)));
+            // Agent types that emptied since the last scrape leave no stale series behind.
+            self.steps.reset();
+            self.oldest_due.reset();
+            for q in &queues.agents {
+                for (state, n) in [("due", q.due), ("later", q.later), ("processing", q.processing), ("error", q.error)]
+                {
+                    self.steps.with_label_values(&[q.agent.as_str(), state]).set(count(n));
+                }
+                let age = q.oldest_due_at.map_or(0.0, |t| queues.now.since(t).as_secs_f64());
+                self.oldest_due.with_label_values(&[q.agent.as_str()]).set(age);
             }
         }
         let mut out = Vec::new();

@@ -243,6 +243,20 @@ async fn the_same_key_gives_back_the_task_and_another_input_is_a_conflict() {
     assert_eq!(v["events"][0]["actor"], "all", "the actor is the token's name");
     let (status, v, _) = api.call(Method::GET, "/v1/tasks/by-key/order-1", Some(&t), None, "").await;
     assert_eq!((status, v["id"].as_str()), (StatusCode::OK, Some(id)));
+
+    // No scheduler runs here: the task's step waits, due, in its agent type's queue.
+    let req = Request::builder()
+        .uri("/metrics")
+        .header(header::AUTHORIZATION, format!("Bearer {t}"))
+        .body(Body::empty())
+        .unwrap();
+    let res = api.router.clone().oneshot(req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let text = String::from_utf8(res.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+    assert!(text.contains("shiftboss_agent_steps{agent=\"http\",state=\"due\"} 1"), "{text}");
+    assert!(text.contains("shiftboss_agent_oldest_due_age_seconds{agent=\"http\"}"), "{text}");
+    assert!(text.contains("shiftboss_tasks{state=\"running\"} 1"), "{text}");
+    assert!(text.contains("shiftboss_store_up 1"), "{text}");
 }
 
 #[tokio::test]

@@ -379,6 +379,11 @@ impl Store for SqliteStore {
         self.read(move |c| query::task_events(c, &p)).await
     }
 
+    async fn queue_stats(&self) -> Result<QueueStats> {
+        let now = self.clock_now();
+        self.read(move |c| query::queue_stats(c, now)).await
+    }
+
     async fn bulk_operate(&self, p: BulkOperate) -> Result<BulkReport> {
         p.validate()?;
         let (filter, limit) = (p.filter.clone(), p.limit + 1);

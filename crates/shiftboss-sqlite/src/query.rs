@@ -227,3 +227,23 @@ pub fn list_workflows(c: &Connection) -> Result<Vec<WorkflowSummary>, StoreError
         })
     })
 }
+
+/// Each agent type's queue at `now` (see [`shiftboss_store::QueueStats`]): live agent steps only.
+pub fn queue_stats(c: &Connection, now: shiftboss_core::Timestamp) -> Result<shiftboss_store::QueueStats, StoreError> {
+    let rows = collect(
+        c,
+        "SELECT agent, state, state = 'pending' AND due_at <= ?1, count(*), min(due_at) FROM steps
+         WHERE kind = 'agent' AND state IN ('pending', 'processing', 'error') GROUP BY 1, 2, 3",
+        [now.0],
+        |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, bool>(2)?,
+                r.get::<_, i64>(3)? as u64,
+                r.get::<_, Option<i64>>(4)?,
+            ))
+        },
+    )?;
+    Ok(shiftboss_store::QueueStats::from_rows(now, rows))
+}

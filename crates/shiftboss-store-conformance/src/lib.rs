@@ -188,6 +188,9 @@ macro_rules! conformance_suite {
                 resubmit_and_retry_run_steps_in_error_again,
                 the_limit_caps_the_tasks_and_failures_are_listed_up_to_a_bound,
             }
+            queues {
+                each_agent_types_queue_is_counted,
+            }
             tokens {
                 create_find_list_and_revoke,
                 a_live_name_is_taken_and_a_revoked_one_is_free,

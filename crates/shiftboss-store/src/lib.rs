@@ -16,6 +16,7 @@ pub mod jobs;
 pub mod lapse;
 pub mod listing;
 pub mod params;
+pub mod queues;
 pub mod subscription;
 pub mod tokens;
 
@@ -25,6 +26,7 @@ pub use error::StoreError;
 pub use jobs::*;
 pub use listing::*;
 pub use params::*;
+pub use queues::{AgentQueue, QueueStats};
 pub use subscription::{Subscription, WakeFn};
 pub use tokens::*;
 
@@ -184,6 +186,10 @@ pub trait Store: Send + Sync + 'static {
     /// `after`, at most `limit`. Empty for an unknown task. `get_task` reads every event of a task;
     /// this reads a task with very many a page at a time.
     async fn task_events(&self, p: TaskEvents) -> Result<Vec<EventRecord>>;
+
+    /// Each agent type's queue (due, later, running, in Error, the oldest due step's time),
+    /// counted over live agent steps only: cheap enough for every metrics scrape.
+    async fn queue_stats(&self) -> Result<QueueStats>;
 
     /// An operator action (cancel, retry, resubmit the steps in Error) on every live task that
     /// matches a filter, oldest first, at most `limit` of them; with `dry_run`, only counts them.

@@ -227,6 +227,7 @@ async fn round_trip(db: String, logs: &Path) {
     let text = res.text().await.unwrap();
     assert!(text.contains("shiftboss_tasks{state=\"completed\"}"), "{text}");
     assert!(text.contains("shiftboss_api_requests_total{"), "{text}");
+    assert!(text.contains("shiftboss_engine_steps_total{event=\"completed\"}"), "{text}");
     promtool(&text);
 
     assert!(p.terminate().success(), "serve exits 0 on SIGTERM:\n{}", p.log());

@@ -50,10 +50,12 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError>
     responses((status = 200, content_type = "text/plain", body = String)))]
 async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
     // A scrape while the store is out of reach still answers, with store_up 0.
-    let summary = match tokio::time::timeout(STORE_PROBE, state.store().summarize()).await {
-        Ok(Ok(s)) => Some(s),
+    let store = state.store();
+    let counts = async { tokio::try_join!(store.task_counts(), store.queue_stats()) };
+    let counts = match tokio::time::timeout(STORE_PROBE, counts).await {
+        Ok(Ok(c)) => Some(c),
         _ => None,
     };
-    let text = state.metrics.render(&state.engine.metrics(), summary.as_ref());
+    let text = state.metrics.render(&state.engine.metrics(), counts.as_ref().map(|(t, q)| (t.as_slice(), q)));
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
 }

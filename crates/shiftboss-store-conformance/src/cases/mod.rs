@@ -18,6 +18,7 @@ pub mod operator;
 pub mod paging;
 pub mod policies;
 pub mod query;
+pub mod queues;
 pub mod reconcile;
 pub mod register;
 pub mod release;
