@@ -341,3 +341,38 @@ async fn sigterm_with_requests_and_steps_in_flight_loses_nothing() {
     .await;
     assert!(service.overlapping_keys().is_empty(), "no step ran twice at once");
 }
+
+/// With its database cut off, the API answers 503 `store_unavailable` with Retry-After (and
+/// /readyz says not ready, /healthz alive) within a bound, and serves again once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_answers_503_while_its_database_is_away() {
+    use common::proxy::{Mode, Proxy, upstream_of};
+    let Some(url) = test_db() else { return };
+    let (schema, _store) = PgSchema::create(&url).await;
+    let upstream = upstream_of(&url);
+    let proxy = Proxy::start(upstream.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = Serve::new(proxy.url(&schema.db_url(), &upstream), "api-cut").api().spawn(dir.path());
+    p.wait_ready().await;
+    let api = Api::of(&p);
+    assert_eq!(api.get("/v1/tasks").await.0, StatusCode::OK);
+
+    proxy.set(Mode::Cut);
+    // A token seen before is trusted for a few seconds from memory; the store is asked all the same.
+    let started = std::time::Instant::now();
+    let res = api.http.get(format!("{}/v1/tasks", api.base)).bearer_auth(&api.token).send().await.unwrap();
+    let (status, retry_after) = (res.status(), res.headers().get("retry-after").cloned());
+    let v: Value = res.json().await.unwrap();
+    assert_eq!((status, v["code"].as_str()), (StatusCode::SERVICE_UNAVAILABLE, Some("store_unavailable")), "{v}");
+    assert!(retry_after.is_some(), "503 says when to try again");
+    assert!(started.elapsed() < Duration::from_secs(15), "answered within a bound: {:?}", started.elapsed());
+    assert_eq!(api.send(Method::GET, "/readyz", None, None).await.0, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(api.send(Method::GET, "/healthz", None, None).await.0, StatusCode::OK);
+
+    proxy.set(Mode::Open);
+    wait_for("the API to serve again", Duration::from_secs(30), || async {
+        api.get("/v1/tasks").await.0 == StatusCode::OK
+    })
+    .await;
+    assert_eq!(api.send(Method::GET, "/readyz", None, None).await.0, StatusCode::OK);
+}

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 pub enum Mode {
     /// Bytes flow both ways.
     Open,
-    /// Connections are closed and new ones refused: the database looks down.
+    /// Connections are closed, and new ones closed at once: the database looks down.
     Cut,
     /// Connections stay open and new ones are taken, but nothing passes either way: the database
     /// (or the network) looks silent, so every call waits.
@@ -61,13 +61,24 @@ pub fn upstream_of(url: &str) -> String {
     format!("{host}:{port}")
 }
 
+/// Accepts until the proxy is dropped; while cut, a new connection is closed at once (the
+/// database looks down), and once open again connections pass again.
 async fn accept(listener: TcpListener, upstream: String, mut mode: watch::Receiver<Mode>) {
     loop {
         let conn = tokio::select! {
             c = listener.accept() => c,
-            _ = mode.wait_for(|m| *m == Mode::Cut) => return,
+            changed = mode.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                continue;
+            }
         };
         let Ok((client, _)) = conn else { continue };
+        if *mode.borrow() == Mode::Cut {
+            drop(client);
+            continue;
+        }
         tokio::spawn(relay(client, upstream.clone(), mode.clone()));
     }
 }
