@@ -220,8 +220,9 @@ impl PostgresStore {
 
     /// Runs `f` in one READ COMMITTED transaction with the store's `now`, and commits if it succeeds.
     /// An error rolls everything back. BEGIN goes with the clock's read, and the transaction's
-    /// last statements (its steps written ahead, its events, its NOTIFY) with the COMMIT: a write
-    /// costs its own statements plus two round trips.
+    /// last statements (its steps written ahead, its events) with the COMMIT, and the due-work
+    /// notification, when it queued work, right behind the COMMIT (see `listen::ring_after_commit`):
+    /// a write costs its own statements plus two round trips.
     async fn write<T>(&self, f: impl AsyncFnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
         let c = self.inner.pool.get().await.map_err(pool_err)?;
         let (mut w, now) = begin::WriteConn::begin(c, &self.inner.clock).await?;
@@ -236,7 +237,17 @@ impl PostgresStore {
             }
         };
         fault::reached(fault::FaultPoint::BeforeCommit);
-        let committed = t.finish_with(Some(&self.inner.schema), begin::WriteConn::commit(client)).await;
+        let ring = t.due_now.load(std::sync::atomic::Ordering::Relaxed).then(|| listen::channel(&self.inner.schema));
+        let commit = async {
+            let (committed, ()) = futures_util::future::join(begin::WriteConn::commit(client), async {
+                if let Some(channel) = &ring {
+                    listen::ring_after_commit(client, channel).await;
+                }
+            })
+            .await;
+            committed
+        };
+        let committed = t.finish_with(None, commit).await;
         drop(t);
         match committed {
             Ok(Ok(())) => w.ended(),
