@@ -22,3 +22,4 @@ pub mod release;
 pub mod replies;
 pub mod resubmit;
 pub mod submit;
+pub mod submit_batch;
