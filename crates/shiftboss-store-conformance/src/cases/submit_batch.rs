@@ -128,3 +128,48 @@ pub async fn an_invalid_task_is_named_by_its_index_and_nothing_is_written<F: Fix
     }
     assert_eq!(h.snapshot().await, before);
 }
+
+/// Tasks whose first decide writes more than one row (a fork and its branches, a sub-workflow and
+/// its child task) run as they do when submitted one by one.
+pub async fn a_batch_of_control_steps_runs_to_the_end<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register_standard().await;
+    h.register(&def(json!({"name": "pair", "steps": [
+        {"name": "both", "kind": "fork", "branches": [
+            [{"name": "a", "agent": WORKER}], [{"name": "b", "agent": WORKER}], [{"name": "c", "agent": WORKER}]
+        ]},
+        {"name": "after", "agent": WORKER}
+    ]})))
+    .await;
+    h.register(&def(json!({"name": "parent", "steps": [
+        {"name": "child", "kind": "sub_workflow", "workflow": "one"},
+        {"name": "last", "agent": WORKER}
+    ]})))
+    .await;
+    let batch: Vec<_> = (0..4)
+        .map(|i| submit_params(&format!("pair-{i}"), "pair", 0))
+        .chain((0..3).map(|i| submit_params(&format!("parent-{i}"), "parent", 0)))
+        .collect();
+    let got = h.store.submit_tasks(batch).await.expect("batch");
+    assert!(got.iter().all(|s| s.created));
+    for s in &got[..4] {
+        let d = h.task(s.task_id).await;
+        let names: Vec<&str> = d.steps.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["both", "a", "b", "c"], "rows in creation order");
+        let ids: Vec<_> = d.steps.iter().map(|s| s.id).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids follow creation: {ids:?}");
+        assert_eq!(step_events(&d.events, d.steps[1].id, ev::STEP_SCHEDULED).count(), 1);
+    }
+    // Every agent step of every task runs: the fork's branches, the children's steps, then what
+    // follows each.
+    for _ in 0..4 {
+        for c in h.claim_all("s").await {
+            h.complete("s", &c, json!({"ok": true})).await;
+        }
+    }
+    for s in &got {
+        let d = h.task(s.task_id).await;
+        assert_eq!(d.task.state, TaskState::Completed, "{}: {:#?}", d.task.key, d.steps);
+    }
+    assert!(h.claim_all("s").await.is_empty());
+}
