@@ -14,7 +14,7 @@ use crate::tx::Tx;
 use shiftboss_core::{StepId, StepState, TaskId};
 use shiftboss_store::StoreError;
 use shiftboss_store::decided::StepRow;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use tokio_postgres::types::ToSql;
 
 /// Reserves `$1` step ids.
@@ -22,30 +22,36 @@ pub const RESERVE_STEP_IDS: &str =
     "SELECT nextval(pg_get_serial_sequence('steps', 'id')) FROM generate_series(1, $1::int)";
 
 /// Inserts the rows of a [`StepColumns`], each with its reserved id and its task's bucket.
+///
+/// The bucket is a column of the batch, not a join on `tasks`: with the join, the generic plan
+/// (which assumes ten rows) cost more than a custom one, so PostgreSQL planned the statement anew
+/// at every execution, about 0.2 ms of the server's time each (measured with `EXPLAIN ANALYZE`).
 pub const INSERT_STEPS: &str = "INSERT INTO steps (id, task_id, name, agent, state, due_at, priority, input, output,
                            idempotency_key, timeout_ms, config, retry, created_at, updated_at, bucket, kind,
                            compensates, domain, fallback_at, response_timeout_ms, on_timeout)
      OVERRIDING SYSTEM VALUE
      SELECT s.id, s.task_id, s.name, s.agent, s.state, s.due_at, s.priority, s.input, s.output, s.idempotency_key,
-            s.timeout_ms, s.config, s.retry, $20, $20, t.bucket, s.kind, s.compensates, s.domain, s.fallback_at,
+            s.timeout_ms, s.config, s.retry, $21, $21, s.bucket, s.kind, s.compensates, s.domain, s.fallback_at,
             s.response_timeout_ms, s.on_timeout
        FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::int[],
                    $8::text[], $9::text[], $10::text[], $11::bigint[], $12::text[], $13::text[], $14::text[],
-                   $15::text[], $16::text[], $17::bigint[], $18::bigint[], $19::text[])
+                   $15::text[], $16::text[], $17::bigint[], $18::bigint[], $19::text[], $20::int[])
             AS s(id, task_id, name, agent, state, due_at, priority, input, output, idempotency_key, timeout_ms,
-                 config, retry, kind, compensates, domain, fallback_at, response_timeout_ms, on_timeout)
-       JOIN tasks t ON t.id = s.task_id";
+                 config, retry, kind, compensates, domain, fallback_at, response_timeout_ms, on_timeout, bucket)";
 
 /// Reserved ids not handed out yet, and the rows written ahead under the others.
 #[derive(Default)]
 pub struct Ahead {
     spare: VecDeque<i64>,
     rows: Vec<AheadStep>,
+    /// The buckets of the tasks this transaction inserted: only their steps are written ahead.
+    buckets: HashMap<i64, i32>,
 }
 
 struct AheadStep {
     id: i64,
     task: i64,
+    bucket: i32,
     name: String,
     state: StepState,
     compensates: Option<String>,
@@ -58,7 +64,13 @@ impl Tx<'_> {
         self.ahead.lock().unwrap_or_else(|p| p.into_inner()).spare.extend(ids);
     }
 
-    /// Writes a step row ahead under a reserved id; `None` when none is left.
+    /// A task this transaction inserted, with its bucket (its steps take it).
+    pub fn task_bucket(&self, task: TaskId, bucket: i32) {
+        self.ahead.lock().unwrap_or_else(|p| p.into_inner()).buckets.insert(task.0, bucket);
+    }
+
+    /// Writes a step row ahead under a reserved id; `None` when none is left, or when its task
+    /// was not inserted by this transaction.
     pub fn step_ahead(
         &self,
         task: TaskId,
@@ -68,10 +80,12 @@ impl Tx<'_> {
         row: &StepRow,
     ) -> Option<StepId> {
         let mut ahead = self.ahead.lock().unwrap_or_else(|p| p.into_inner());
+        let bucket = *ahead.buckets.get(&task.0)?;
         let id = ahead.spare.pop_front()?;
         ahead.rows.push(AheadStep {
             id,
             task: task.0,
+            bucket,
             name: name.to_owned(),
             state,
             compensates: compensates.map(str::to_owned),
@@ -110,6 +124,7 @@ pub struct StepColumns {
     fallback_at: Vec<Option<i64>>,
     response_timeout_ms: Vec<Option<i64>>,
     on_timeout: Vec<&'static str>,
+    bucket: Vec<i32>,
     /// The transaction's time: each row's `created_at` and `updated_at`.
     at: i64,
 }
@@ -142,11 +157,13 @@ impl StepColumns {
             fallback_at: Vec::with_capacity(n),
             response_timeout_ms: Vec::with_capacity(n),
             on_timeout: Vec::with_capacity(n),
+            bucket: Vec::with_capacity(n),
             at: t.now.0,
         };
         for s in rows {
             c.id.push(s.id);
             c.task.push(s.task);
+            c.bucket.push(s.bucket);
             c.name.push(s.name);
             c.state.push(s.state.as_str());
             c.compensates.push(s.compensates);
@@ -191,6 +208,7 @@ impl StepColumns {
             &self.fallback_at,
             &self.response_timeout_ms,
             &self.on_timeout,
+            &self.bucket,
             &self.at,
         ]
     }

@@ -21,12 +21,8 @@ use shiftboss_store::advance::{KeyOwner, Keyed, NewTask, definition_text, regist
 use shiftboss_store::{RegisterOutcome, StoreError, SubmitTask, Submitted};
 use std::collections::HashMap;
 
-/// Step ids reserved per submitted task of a batch, for the steps its first decide creates (the
-/// first step, or a fork's first steps); a decide that creates more inserts the rest one by one.
-/// A single submission reserves none and inserts its first steps as it creates them: measured with
-/// 64 clients submitting one task each, writing ahead cost the server about twice the CPU per
-/// submission and halved the rate (1,100-1,160/s without, 630-640/s with), while for batches of
-/// 500 it tripled the rate (17,200-17,500 tasks/s with, 5,000-5,500 without).
+/// Step ids reserved per submitted task, for the steps its first decide creates (the first step,
+/// or a fork's first steps); a decide that creates more inserts the rest one by one.
 const STEP_IDS_PER_TASK: usize = 2;
 
 pub async fn register_workflow(t: &Tx<'_>, def: &WorkflowDef) -> Result<RegisterOutcome, StoreError> {
@@ -57,8 +53,8 @@ pub async fn submit_many(t: &Tx<'_>, batch: &[SubmitTask]) -> Result<Vec<Submitt
 }
 
 /// The task rows of submissions (keys distinct), one multi-row INSERT; in the same round trip,
-/// pipelined behind it, the history's holders of these keys and, for a batch, the step ids the
-/// first decides will use (see `ahead`).
+/// pipelined behind it, the history's holders of these keys and the step ids the first decides
+/// will use (see `ahead`).
 ///
 /// Race-free at READ COMMITTED: the history read is a statement after the INSERT, so it sees every
 /// transaction that committed before it. An archiver that moved a key's live task to history had
@@ -80,7 +76,7 @@ pub async fn insert_submitted(t: &Tx<'_>, new: &[NewTask<'_>]) -> Result<Vec<Key
     let inputs: Vec<String> = new.iter().map(|r| r.input.to_string()).collect();
     let buckets: Vec<i32> = new.iter().map(|r| i32::from(bucket_of(r.key))).collect();
     let deadlines: Vec<Option<i64>> = new.iter().map(|r| r.deadline_at).collect();
-    let reserve = if n > 1 { i32::try_from(n * STEP_IDS_PER_TASK).unwrap_or(i32::MAX) } else { 0 };
+    let reserve = i32::try_from(n * STEP_IDS_PER_TASK).unwrap_or(i32::MAX);
     // Prepared first, so that the three are sent in this order (see `Tx::finish_with`).
     let insert = t
         .prepare(
@@ -140,9 +136,11 @@ pub async fn insert_submitted(t: &Tx<'_>, new: &[NewTask<'_>]) -> Result<Vec<Key
         }
     }
     keys.iter()
-        .map(|k| match (new_ids.get(*k), owners.remove(*k)) {
+        .zip(&buckets)
+        .map(|(k, &bucket)| match (new_ids.get(*k), owners.remove(*k)) {
             (Some(&id), _) => {
                 held(t, id);
+                t.task_bucket(id, bucket);
                 Ok(Keyed::New(id))
             }
             (None, Some(owner)) => Ok(Keyed::Taken(owner)),

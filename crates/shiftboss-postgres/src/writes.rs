@@ -151,6 +151,7 @@ impl WriteTx for Tx<'_> {
         let Some(row) = row else { return Ok(None) };
         let id = TaskId(get(&row, 0)?);
         held(self, id);
+        self.task_bucket(id, i32::from(bucket_of(new.key)));
         Ok(Some(id))
     }
 
