@@ -85,6 +85,34 @@ def write(r, path, plot_name):
           f"store. Recovery: supervisor interval {rec.get('supervisor_interval_ms', '-')} ms, scheduler poll "
           f"{rec.get('poll_interval_ms', '-')} ms, step complete-by 1 s.", ""]
 
+    sz = r["sizes"]
+    L += ["## End to end: from the first submission to the last completion (issue 27)", "",
+          f"{sz['flow']:,} three-step order workflows (in-process no-op agents) per line. Drain only: `flow`, whose "
+          "store is filled in bulk before the engine starts, timed from the engine's start. End to end: "
+          f"submitters beside the engine, either {sz.get('submit_clients', '-')} clients submitting one task per "
+          f"call (PostgreSQL pool of {sz.get('submit_pool', '-')} connections, shared with the engine) or "
+          f"{sz.get('batch_clients', '-')} clients submitting batches of {sz.get('batch', '-')} (`submit_tasks`). "
+          "Submissions alone: the same clients with no engine running. Latency is per call (per batch).", "",
+          "| figure | SQLite | PostgreSQL |", "|---|---:|---:|"]
+
+    def ratio(s, key):
+        e2e, drain = _g(s, key, "end_to_end_workflows_per_s"), _g(s, "flow", "workflows_per_s")
+        return "-" if not (e2e and drain) else f"{e2e / drain:.2f}"
+
+    both("drain only (pre-filled store), workflows/s", lambda s: _f(_g(s, "flow", "workflows_per_s")))
+    both("end to end, single submissions, workflows/s", lambda s: _f(_g(s, "submit_single_e2e",
+                                                                        "end_to_end_workflows_per_s")))
+    both("  end to end / drain only", lambda s: ratio(s, "submit_single_e2e"))
+    both("  submissions/s while the engine drains", lambda s: _f(_g(s, "submit_single_e2e", "submissions_per_s")))
+    both("end to end, batch submissions, workflows/s", lambda s: _f(_g(s, "submit_batch_e2e",
+                                                                       "end_to_end_workflows_per_s")))
+    both("  end to end / drain only", lambda s: ratio(s, "submit_batch_e2e"))
+    both("single submissions alone, submissions/s", lambda s: _f(_g(s, "submit_single", "submissions_per_s")))
+    both("  submit call p50 / p99 / max ms", lambda s: _lat(s.get("submit_single")))
+    both("batch submissions alone, tasks/s", lambda s: _f(_g(s, "submit_batch", "submissions_per_s")))
+    both("  submit_tasks call p50 / p99 / max ms", lambda s: _lat(s.get("submit_batch")))
+    L += [""]
+
     L += ["## Scale: claim, completion and sweep with finished records", "",
           "| store | finished records | where | claim p50 ms | complete p50 ms | sweep p50 ms |",
           "|---|---:|---|---:|---:|---:|"]

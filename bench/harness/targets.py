@@ -1,4 +1,4 @@
-"""Issue 6's targets, as ratios of figures from the same run. Each check says what it compared and
+"""Issue 6's and issue 27's targets, as ratios of figures from the same run. Each check says what it compared and
 whether it held; a figure that was not measured gives "not measured", never a pass."""
 
 
@@ -60,6 +60,28 @@ def check(r):
                                  f"{a:.2f} -> {b:.2f} ms ({change:+.0%})", "within +-10%", abs(change) <= 0.10))
             else:
                 rows.append(_row(f"claim cost flat on {store} ({place})", "-", "within +-10%", None))
+    # Issue 27: submissions, and end to end against the drain of the same run.
+    single = _get(r, "postgres", "submit_single")
+    if single:
+        rate, p99 = single["submissions_per_s"], single["latency"]["p99_ms"]
+        rows.append(_row(f"PostgreSQL single submissions ({single['clients']} clients)", f"{rate:,.0f}/s, p99 {p99:.1f} ms",
+                         ">= 5,000/s, p99 <= 20 ms", rate >= 5000 and p99 <= 20))
+    else:
+        rows.append(_row("PostgreSQL single submissions (64 clients)", "-", ">= 5,000/s, p99 <= 20 ms", None))
+    rate = _get(r, "postgres", "submit_batch", "submissions_per_s")
+    rows.append(_row("PostgreSQL batch submissions", f"{rate:,.0f} tasks/s" if rate else "-", ">= 20,000 tasks/s",
+                     None if not rate else rate >= 20000))
+    drain = _get(r, "postgres", "flow", "workflows_per_s")
+    for key, how in (("submit_single_e2e", "single"), ("submit_batch_e2e", "batch")):
+        e2e = _get(r, "postgres", key, "end_to_end_workflows_per_s")
+        ok = None if not (e2e and drain) else e2e / drain >= 0.8
+        rows.append(_row(f"PostgreSQL end to end ({how} submissions) >= 0.8x drain only",
+                         f"{e2e / drain:.2f}x ({e2e:,.0f} vs {drain:,.0f}/s)" if ok is not None else "-",
+                         ">= 0.8x", ok))
+    best = max([v for v in (_get(r, "sqlite", k, "end_to_end_workflows_per_s")
+                            for k in ("submit_single_e2e", "submit_batch_e2e")) if v] or [0]) or None
+    rows.append(_row("SQLite end to end, three-step workflows/s (best of single and batch)",
+                     f"{best:,.0f}/s" if best else "-", ">= 10,000/s", None if not best else best >= 10000))
     idle = _get(r, "postgres", "idle", "xact_per_s")
     rows.append(_row("idle load of one serve (PostgreSQL)", f"{idle:.2f} xact/s" if idle is not None else "-",
                      "<= 1 xact/s", None if idle is None else idle <= 1.0))

@@ -197,6 +197,14 @@ impl Engine {
         Ok(s)
     }
 
+    /// Submits many tasks in one transaction (see `Store::submit_tasks`: each idempotent by its
+    /// key, results in their order, all or none) and wakes this process's scheduler.
+    pub async fn submit_many(&self, tasks: Vec<SubmitTask>) -> Result<Vec<Submitted>, EngineError> {
+        let s = self.inner.store.submit_tasks(tasks).await?;
+        self.wake();
+        Ok(s)
+    }
+
     /// Tells the scheduler that work may be due (after a submission made outside the engine).
     pub fn wake(&self) {
         self.inner.wake.notify_one();

@@ -115,6 +115,24 @@ async fn transient_faults_are_retried_with_one_idempotency_key_per_step() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_submitted_through_the_engine_runs_every_task() {
+    let svc = Service::start(Vec::new()).await;
+    let fx = Fixture::new();
+    let engine = fx.engine(&svc, "s1", Roles::default());
+    engine.register_workflow(&workflow(5_000)).await.unwrap();
+    let running = engine.start();
+    let got = engine.submit_many(vec![order("b-1"), order("b-2"), order("b-1")]).await.unwrap();
+    assert!(got[0].created && got[1].created && !got[2].created);
+    assert_eq!(got[2].task_id, got[0].task_id);
+    for s in &got[..2] {
+        let d = wait_terminal(engine.store(), s.task_id).await;
+        assert_eq!(d.task.state, TaskState::Completed, "{}", d.task.key);
+    }
+    running.shutdown().await;
+    assert_eq!(svc.log.lock().unwrap().keys.len(), 6, "three calls per order, once each");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permanent_error_fails_the_step_with_an_alert_and_resubmit_finishes_it() {
     let svc = Service::start(vec![Behavior::Ok, Behavior::Status(422)]).await;
     let fx = Fixture::new();

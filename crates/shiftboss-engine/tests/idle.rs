@@ -65,6 +65,11 @@ impl Store for Counting {
         self.inner.submit_task(p).await
     }
 
+    async fn submit_tasks(&self, tasks: Vec<SubmitTask>) -> Result<Vec<Submitted>> {
+        self.count("submit_tasks");
+        self.inner.submit_tasks(tasks).await
+    }
+
     async fn claim_due_work(&self, p: ClaimDueSteps) -> Result<ClaimedWork> {
         self.count("claim_due_work");
         self.inner.claim_due_work(p).await

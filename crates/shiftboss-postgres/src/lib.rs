@@ -43,7 +43,9 @@
 //! With [`Clock::Database`], `now` is read from the database server once per transaction (see
 //! `tx::DB_NOW`), so machines whose clocks disagree still agree on when a lease lapsed.
 
+mod ahead;
 mod archive;
+mod begin;
 mod claim;
 mod enqueue;
 mod error;
@@ -217,24 +219,46 @@ impl PostgresStore {
         &self.inner.schema
     }
 
-    async fn now_on(&self, c: &Conn<'_>) -> Result<Timestamp> {
-        match &self.inner.clock {
-            Clock::Database => tx::db_now(c).await,
-            Clock::Manual(m) => Ok(m.now()),
-        }
-    }
-
     /// Runs `f` in one READ COMMITTED transaction with the store's `now`, and commits if it succeeds.
-    /// An error rolls everything back (the transaction is dropped uncommitted).
+    /// An error rolls everything back. BEGIN goes with the clock's read, and the transaction's
+    /// last statements (its steps written ahead, its events) with the COMMIT, and the due-work
+    /// notification, when it queued work, right behind the COMMIT (see `listen::ring_after_commit`):
+    /// a write costs its own statements plus two round trips.
     async fn write<T>(&self, f: impl AsyncFnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
-        let mut c = self.inner.pool.get().await.map_err(pool_err)?;
-        let tx = c.transaction().await.map_err(map_err)?;
-        let db = Conn::new(tx.client(), Some(&tx.statement_cache));
-        let t = Tx::new(db, self.now_on(&db).await?, &self.inner.defs);
-        let out = f(&t).await?;
-        t.finish(&self.inner.schema).await?;
+        let c = self.inner.pool.get().await.map_err(pool_err)?;
+        let (mut w, now) = begin::WriteConn::begin(c, &self.inner.clock).await?;
+        let client = w.client()?;
+        let t = Tx::new(Conn::new(client, w.cache()), now, &self.inner.defs);
+        let out = match f(&t).await {
+            Ok(out) => out,
+            Err(e) => {
+                drop(t);
+                w.rollback().await;
+                return Err(e);
+            }
+        };
         fault::reached(fault::FaultPoint::BeforeCommit);
-        tx.commit().await.map_err(map_err)?;
+        let ring = t.due_now.load(std::sync::atomic::Ordering::Relaxed).then(|| listen::channel(&self.inner.schema));
+        let commit = async {
+            let (committed, ()) = futures_util::future::join(begin::WriteConn::commit(client), async {
+                if let Some(channel) = &ring {
+                    listen::ring_after_commit(client, channel).await;
+                }
+            })
+            .await;
+            committed
+        };
+        let committed = t.finish_with(None, commit).await;
+        drop(t);
+        match committed {
+            Ok(Ok(())) => w.ended(),
+            // The COMMIT failed, or ran after a failed statement and rolled back: the transaction
+            // is over either way.
+            Ok(Err(e)) | Err(e) => {
+                w.rollback().await;
+                return Err(e);
+            }
+        }
         fault::reached(fault::FaultPoint::AfterCommit);
         Ok(out)
     }
@@ -308,24 +332,30 @@ async fn in_schema<T>(
     schema: &str,
     f: impl AsyncFnOnce(&Tx<'_>) -> Result<T>,
 ) -> Result<T> {
-    let saved: String = tx.query_one("SELECT current_setting('search_path')", &[]).await.map_err(map_err)?.get(0);
+    // The caller's path, the store's set in its place, and the clock: one statement. The subquery
+    // (kept apart by OFFSET 0) reads the path before the outer select list changes it.
+    let begin = format!(
+        "SELECT s.saved, set_config('search_path', $1, true), {} FROM (SELECT current_setting('search_path') AS saved OFFSET 0) s",
+        tx::DB_NOW_EXPR
+    );
+    let row = tx.query_one(&begin, &[&migrate::ident(schema)]).await.map_err(map_err)?;
+    let saved: String = rows::get(&row, 0)?;
+    let now = Timestamp(rows::get(&row, 2)?);
     let set = "SELECT set_config('search_path', $1, true)";
-    tx.execute(set, &[&migrate::ident(schema)]).await.map_err(map_err)?;
     let db = Conn::new(tx.client(), None);
     let defs = DefCache::default();
-    let out = match tx::db_now(&db).await {
-        Ok(now) => {
-            let t = Tx::new(db, now, &defs);
-            match f(&t).await {
-                Ok(s) => t.finish(schema).await.map(|()| s),
-                Err(e) => Err(e),
-            }
-        }
-        Err(e) => Err(e),
+    let restore = async || tx.execute(set, &[&saved]).await.map_err(map_err);
+    let t = Tx::new(db, now, &defs);
+    let (out, restored) = match f(&t).await {
+        // The call's last statements, pipelined with the caller's path put back.
+        Ok(s) => match t.finish_with(Some(schema), restore()).await {
+            Ok(restored) => (Ok(s), restored),
+            Err(e) => (Err(e), Ok(0)),
+        },
+        Err(e) => (Err(e), restore().await),
     };
-    // Put the caller's path back whatever happened, unless the transaction is aborted (then the
+    // The caller's path is put back whatever happened; unless the transaction is aborted (then the
     // caller must roll back anyway, and the call's own error is the one to report).
-    let restored = tx.execute(set, &[&saved]).await.map_err(map_err);
     let out = out?;
     restored?;
     Ok(out)
@@ -351,6 +381,13 @@ impl Store for PostgresStore {
     async fn submit_task(&self, p: SubmitTask) -> Result<Submitted> {
         p.validate()?;
         self.write(async |t| submit::submit(t, &p).await).await
+    }
+
+    async fn submit_tasks(&self, tasks: Vec<SubmitTask>) -> Result<Vec<Submitted>> {
+        validate_batch(&tasks)?;
+        let out = self.write(async |t| submit::submit_many(t, &tasks).await).await?;
+        self.inner.freshness.wrote(out.len() as u64, &self.inner.pool);
+        Ok(out)
     }
 
     async fn claim_due_work(&self, p: ClaimDueSteps) -> Result<ClaimedWork> {

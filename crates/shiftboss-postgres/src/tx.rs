@@ -30,7 +30,13 @@ impl<'a> Conn<'a> {
         Conn { client, cache }
     }
 
-    async fn prepare(&self, sql: &str) -> Result<Statement, StoreError> {
+    /// The connection, for statements that are pipelined (sent together, see `Tx::finish_with`).
+    pub fn client(&self) -> &'a Client {
+        self.client
+    }
+
+    /// `sql` prepared on this connection (from the cache when it has one).
+    pub async fn prepare(&self, sql: &str) -> Result<Statement, StoreError> {
         match self.cache {
             Some(cache) => cache.prepare(self.client, sql).await,
             None => self.client.prepare(sql).await,
@@ -74,6 +80,8 @@ macro_rules! db_now_expr {
 pub const DB_NOW: &str = concat!("SELECT ", db_now_expr!());
 /// [`DB_NOW`]'s expression, for statements that read the clock themselves (the claim).
 pub const DB_NOW_EXPR: &str = db_now_expr!();
+/// BEGIN and [`DB_NOW`] in one simple-protocol message: a write transaction's first round trip.
+pub const BEGIN_AND_NOW: &str = concat!("BEGIN; SELECT ", db_now_expr!());
 
 pub async fn db_now(c: &Conn<'_>) -> Result<Timestamp, StoreError> {
     Ok(Timestamp(c.query_one(DB_NOW, &[]).await?.get(0)))
@@ -114,6 +122,9 @@ pub struct Tx<'a> {
     /// in the order recorded, before the commit (and before anything in the transaction reads or
     /// moves events). One INSERT per event was a round trip each, most of a submission's.
     events: Mutex<Vec<NewEvent>>,
+    /// Step rows written ahead under ids reserved beforehand (submissions, see `ahead`): inserted
+    /// with one statement before anything else touches the steps table, or at the end.
+    pub(crate) ahead: Mutex<crate::ahead::Ahead>,
 }
 
 /// An event waiting for [`Tx::flush_events`].
@@ -126,9 +137,84 @@ struct NewEvent {
     detail: String,
 }
 
+/// The events of a transaction, column by column for `unnest`, and the channel to notify.
+struct EventColumns {
+    tasks: Vec<i64>,
+    steps: Vec<Option<i64>>,
+    kinds: Vec<String>,
+    levels: Vec<&'static str>,
+    actors: Vec<String>,
+    details: Vec<String>,
+    /// The transaction's time, each event's `at`.
+    at: i64,
+    notify: Option<String>,
+}
+
+impl EventColumns {
+    /// The transaction's recorded events (taken out of it); `None` when there is nothing to
+    /// send, neither events nor a notification.
+    fn take(t: &Tx<'_>, notify: Option<String>) -> Option<EventColumns> {
+        let events = std::mem::take(&mut *t.events.lock().unwrap_or_else(|p| p.into_inner()));
+        if events.is_empty() && notify.is_none() {
+            return None;
+        }
+        let n = events.len();
+        let mut c = EventColumns {
+            tasks: Vec::with_capacity(n),
+            steps: Vec::with_capacity(n),
+            kinds: Vec::with_capacity(n),
+            levels: Vec::with_capacity(n),
+            actors: Vec::with_capacity(n),
+            details: Vec::with_capacity(n),
+            at: t.now.0,
+            notify,
+        };
+        for e in events {
+            c.tasks.push(e.task);
+            c.steps.push(e.step);
+            c.kinds.push(e.kind);
+            c.levels.push(e.level);
+            c.actors.push(e.actor);
+            c.details.push(e.detail);
+        }
+        Some(c)
+    }
+
+    fn sql(&self) -> &'static str {
+        if self.tasks.is_empty() {
+            return "SELECT pg_notify($1, '')";
+        }
+        // A data-modifying WITH runs once whether or not the query reads it; the notification is
+        // sent only when asked for.
+        "WITH inserted AS (
+             INSERT INTO events (task_id, step_id, at, kind, level, actor, detail)
+             SELECT e.task_id, e.step_id, $7, e.kind, e.level, e.actor, e.detail
+             FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
+                  WITH ORDINALITY AS e(task_id, step_id, kind, level, actor, detail, n)
+             ORDER BY e.n
+         )
+         SELECT pg_notify($8, '') WHERE $8::text IS NOT NULL"
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        if self.tasks.is_empty() {
+            return vec![&self.notify];
+        }
+        vec![&self.tasks, &self.steps, &self.kinds, &self.levels, &self.actors, &self.details, &self.at, &self.notify]
+    }
+}
+
 impl<'a> Tx<'a> {
     pub fn new(db: Conn<'a>, now: Timestamp, defs: &'a DefCache) -> Tx<'a> {
-        Tx { db, now, defs, due_now: Default::default(), locked: Default::default(), events: Default::default() }
+        Tx {
+            db,
+            now,
+            defs,
+            due_now: Default::default(),
+            locked: Default::default(),
+            events: Default::default(),
+            ahead: Default::default(),
+        }
     }
 }
 
@@ -176,56 +262,59 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Inserts the events recorded so far, in the order they were recorded (their ids follow it),
-    /// with one statement. Whatever reads or moves the events table in a write transaction runs it
-    /// first; the commit path runs [`Tx::finish`].
+    /// Inserts the steps written ahead and the events recorded so far, in the order they were
+    /// recorded (their ids follow it). Whatever reads or moves the events table in a write
+    /// transaction runs it first; the commit path runs [`Tx::finish_with`].
     pub async fn flush_events(&self) -> Result<(), StoreError> {
-        self.write_events(None).await
+        self.finish_with(None, std::future::ready(())).await
     }
 
-    /// What a write transaction does last before its commit: its events are inserted and, if it
-    /// queued work, the schema's due-work notification is sent (PostgreSQL delivers it at commit
-    /// and drops it on rollback), both in one statement: one round trip where there were two.
-    pub async fn finish(&self, schema: &str) -> Result<(), StoreError> {
-        let notify = self.due_now.load(std::sync::atomic::Ordering::Relaxed);
-        self.write_events(notify.then(|| crate::listen::channel(schema))).await
-    }
-
-    async fn write_events(&self, notify: Option<String>) -> Result<(), StoreError> {
-        let events = std::mem::take(&mut *self.events.lock().unwrap_or_else(|p| p.into_inner()));
-        if events.is_empty() {
-            if let Some(channel) = notify {
-                self.execute("SELECT pg_notify($1, '')", &[&channel]).await?;
+    /// What a write transaction does last: the steps written ahead and its events are inserted
+    /// and, if it queued work, the schema's due-work notification is sent (PostgreSQL delivers it
+    /// at commit and drops it on rollback), pipelined with `then` (the COMMIT, or a caller's
+    /// transaction's `search_path` put back): one round trip for all of it. `then`'s output is
+    /// returned when the statements before it succeeded; when one failed, `then` ran in an aborted
+    /// transaction (a COMMIT there rolls back) and the statement's error is returned.
+    pub async fn finish_with<F: std::future::Future>(
+        &self,
+        schema: Option<&str>,
+        then: F,
+    ) -> Result<F::Output, StoreError> {
+        let notify =
+            schema.filter(|_| self.due_now.load(std::sync::atomic::Ordering::Relaxed)).map(crate::listen::channel);
+        let steps = crate::ahead::StepColumns::take(self);
+        let events = EventColumns::take(self, notify);
+        // Prepared first, so that the pipelined sends below go out in this order: a statement
+        // that is not in the cache would be prepared inside its future, a round trip of its own,
+        // and its execution would then be sent after the ones that follow it.
+        let steps_st = match &steps {
+            Some(_) => Some(self.prepare(crate::ahead::INSERT_STEPS).await?),
+            None => None,
+        };
+        let events_st = match &events {
+            Some(e) => Some(self.prepare(e.sql()).await?),
+            None => None,
+        };
+        let client = self.db.client();
+        let steps_params = steps.as_ref().map(crate::ahead::StepColumns::params);
+        let events_params = events.as_ref().map(EventColumns::params);
+        let write_steps = async {
+            match (&steps_st, &steps_params) {
+                (Some(st), Some(p)) => client.execute(st, p).await.map(|_| ()).map_err(map_err),
+                _ => Ok(()),
             }
-            return Ok(());
-        }
-        let n = events.len();
-        let (mut tasks, mut steps, mut kinds) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        let (mut levels, mut actors, mut details) =
-            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        for e in events {
-            tasks.push(e.task);
-            steps.push(e.step);
-            kinds.push(e.kind);
-            levels.push(e.level);
-            actors.push(e.actor);
-            details.push(e.detail);
-        }
-        // A data-modifying WITH runs once whether or not the query reads it; the notification is
-        // sent only when asked for.
-        self.query(
-            "WITH inserted AS (
-                 INSERT INTO events (task_id, step_id, at, kind, level, actor, detail)
-                 SELECT e.task_id, e.step_id, $7, e.kind, e.level, e.actor, e.detail
-                 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
-                      WITH ORDINALITY AS e(task_id, step_id, kind, level, actor, detail, n)
-                 ORDER BY e.n
-             )
-             SELECT pg_notify($8, '') WHERE $8::text IS NOT NULL",
-            &[&tasks, &steps, &kinds, &levels, &actors, &details, &self.now.0, &notify],
-        )
-        .await?;
-        Ok(())
+        };
+        let write_events = async {
+            match (&events_st, &events_params) {
+                (Some(st), Some(p)) => client.query(st, p).await.map(|_| ()).map_err(map_err),
+                _ => Ok(()),
+            }
+        };
+        // `join3` polls in order, and tokio-postgres sends each request at its future's first poll.
+        let (steps_done, events_done, out) = futures_util::future::join3(write_steps, write_events, then).await;
+        steps_done?;
+        events_done?;
+        Ok(out)
     }
 
     /// A registered definition, from the cache or the table.

@@ -12,7 +12,7 @@ use shiftboss_core::model::EventLevel;
 use shiftboss_core::workflow::{StepKind, WorkflowDef};
 use shiftboss_core::{StepId, StepState, TaskId, TaskState, Timestamp};
 use shiftboss_store::StoreError;
-use shiftboss_store::advance::{HELD, KeyOwner, NewTask, RepliedStep, TaskRow, WriteTx};
+use shiftboss_store::advance::{HELD, Keyed, NewTask, RepliedStep, TaskRow, WriteTx};
 use shiftboss_store::decided::StepRow;
 use shiftboss_store::lapse::LapsePlan;
 use std::sync::Arc;
@@ -59,22 +59,6 @@ pub async fn latest_version(t: &Tx<'_>, name: &str) -> Result<Option<u32>, Store
     Ok(get::<Option<i32>>(&row, 0)?.map(|v| v as u32))
 }
 
-/// The task a key names, live or archived: its id, workflow and input as stored. One statement, so
-/// one snapshot: the archiver moves a task between the tables in one transaction, so the task is
-/// seen in exactly one of them.
-pub async fn key_owner(t: &Tx<'_>, key: &str) -> Result<Option<KeyOwner>, StoreError> {
-    let row = t
-        .query_opt(
-            "SELECT id, workflow, input FROM tasks WHERE task_key = $1
-             UNION ALL
-             SELECT id, workflow, input FROM tasks_history WHERE task_key = $1
-             LIMIT 1",
-            &[&key],
-        )
-        .await?;
-    row.map(|r| Ok((TaskId(get(&r, 0)?), get(&r, 1)?, get(&r, 2)?))).transpose()
-}
-
 fn kind_of(text: &str) -> Result<StepKind, StoreError> {
     StepKind::parse(text).ok_or_else(|| StoreError::Incompatible(format!("steps.kind: unknown kind {text:?}")))
 }
@@ -106,6 +90,7 @@ impl WriteTx for Tx<'_> {
     }
 
     async fn load_steps(&self, task: TaskId) -> Result<Vec<StepView>, StoreError> {
+        self.flush_steps().await?;
         let rows = self
             .query(&format!("SELECT {STEP_VIEW_COLUMNS} FROM steps WHERE task_id = $1 ORDER BY id"), &[&task.0])
             .await?;
@@ -166,23 +151,12 @@ impl WriteTx for Tx<'_> {
         let Some(row) = row else { return Ok(None) };
         let id = TaskId(get(&row, 0)?);
         held(self, id);
+        self.task_bucket(id, i32::from(bucket_of(new.key)));
         Ok(Some(id))
     }
 
-    async fn key_owner(&self, key: &str) -> Result<Option<KeyOwner>, StoreError> {
-        key_owner(self, key).await
-    }
-
-    /// Race-free at READ COMMITTED: this is a statement after the INSERT, so it sees every
-    /// transaction that committed before it. An archiver that moved the key's live task to history
-    /// had to commit before the INSERT could take the key (the INSERT waits on the row it deletes),
-    /// so it is seen here. A restore (history to live) that runs meanwhile waits on `new` at its own
-    /// INSERT, and has not committed the delete from history, so the archived row is still seen.
-    async fn archived_owner(&self, key: &str, new: TaskId) -> Result<Option<KeyOwner>, StoreError> {
-        let row = self.query_opt("SELECT id, workflow, input FROM tasks_history WHERE task_key = $1", &[&key]).await?;
-        let Some(row) = row else { return Ok(None) };
-        self.execute("DELETE FROM tasks WHERE id = $1", &[&new.0]).await?;
-        Ok(Some((TaskId(get(&row, 0)?), get(&row, 1)?, get(&row, 2)?)))
+    async fn insert_submitted(&self, new: &[NewTask<'_>]) -> Result<Vec<Keyed>, StoreError> {
+        crate::submit::insert_submitted(self, new).await
     }
 
     async fn set_task_state(&self, task: TaskId, state: TaskState, output: Option<&Value>) -> Result<(), StoreError> {
@@ -229,6 +203,13 @@ impl WriteTx for Tx<'_> {
         compensates: Option<&str>,
         new: &StepRow,
     ) -> Result<StepId, StoreError> {
+        if new.queues_work(state) {
+            self.mark_queued();
+        }
+        if let Some(id) = self.step_ahead(task, name, state, compensates, new) {
+            return Ok(id);
+        }
+        self.flush_steps().await?;
         let row = self
             .query_one(
                 "INSERT INTO steps (task_id, name, agent, state, due_at, priority, input, output, idempotency_key,
@@ -260,9 +241,6 @@ impl WriteTx for Tx<'_> {
                 ],
             )
             .await?;
-        if new.queues_work(state) {
-            self.mark_queued();
-        }
         Ok(StepId(get(&row, 0)?))
     }
 
@@ -274,6 +252,7 @@ impl WriteTx for Tx<'_> {
         output: Option<&Value>,
         error: Option<&str>,
     ) -> Result<Option<StepId>, StoreError> {
+        self.flush_steps().await?;
         let row = self
             .query_opt(
                 "UPDATE steps SET state = $3, output = $4, last_error = $5, updated_at = $6
@@ -286,6 +265,7 @@ impl WriteTx for Tx<'_> {
 
     /// A claim of this step that is committing is waited for, and the step cancelled all the same.
     async fn cancel_live_step(&self, task: TaskId, name: &str) -> Result<Option<(StepId, StepKind)>, StoreError> {
+        self.flush_steps().await?;
         let row = self
             .query_opt(
                 "UPDATE steps SET state = 'cancelled', locked_by = NULL, complete_by = NULL, updated_at = $3
@@ -305,6 +285,7 @@ impl WriteTx for Tx<'_> {
         output: &Value,
         error: Option<&str>,
     ) -> Result<Option<StepId>, StoreError> {
+        self.flush_steps().await?;
         let row = self
             .query_opt(
                 "UPDATE steps SET state = $3, output = $4, last_error = $5, updated_at = $6
@@ -317,11 +298,13 @@ impl WriteTx for Tx<'_> {
     }
 
     async fn find_step(&self, step: StepId) -> Result<Option<(TaskId, String)>, StoreError> {
+        self.flush_steps().await?;
         let row = self.query_opt("SELECT task_id, name FROM steps WHERE id = $1", &[&step.0]).await?;
         row.map(|r| Ok((TaskId(get(&r, 0)?), get(&r, 1)?))).transpose()
     }
 
     async fn replied_step(&self, step: StepId) -> Result<Option<RepliedStep>, StoreError> {
+        self.flush_steps().await?;
         let row = self
             .query_opt(
                 "SELECT task_id, state, lease_token, kind, output, last_error FROM steps WHERE id = $1",
@@ -342,11 +325,13 @@ impl WriteTx for Tx<'_> {
     }
 
     async fn step_id(&self, task: TaskId, name: &str) -> Result<Option<StepId>, StoreError> {
+        self.flush_steps().await?;
         let row = self.query_opt("SELECT id FROM steps WHERE task_id = $1 AND name = $2", &[&task.0, &name]).await?;
         row.map(|r| get(&r, 0).map(StepId)).transpose()
     }
 
     async fn hold_pending_steps(&self, task: TaskId) -> Result<(), StoreError> {
+        self.flush_steps().await?;
         self.execute(
             "UPDATE steps SET due_at = $2, updated_at = $3 WHERE task_id = $1 AND state = 'pending'",
             &[&task.0, &HELD, &self.now.0],
@@ -356,6 +341,7 @@ impl WriteTx for Tx<'_> {
     }
 
     async fn release_held_steps(&self, task: TaskId) -> Result<(), StoreError> {
+        self.flush_steps().await?;
         let released = self
             .execute(
                 "UPDATE steps SET due_at = $3, updated_at = $3 WHERE task_id = $1 AND state = 'pending' AND due_at = $2",
@@ -369,6 +355,7 @@ impl WriteTx for Tx<'_> {
     }
 
     async fn reset_step(&self, task: TaskId, name: &str, due_at: i64) -> Result<(), StoreError> {
+        self.flush_steps().await?;
         self.execute(
             "UPDATE steps SET state = 'pending', failure_count = 0, due_at = $3, locked_by = NULL,
                     complete_by = NULL, last_error = NULL, updated_at = $4
@@ -383,6 +370,7 @@ impl WriteTx for Tx<'_> {
     }
 
     async fn delete_step(&self, task: TaskId, name: &str) -> Result<Option<StepKind>, StoreError> {
+        self.flush_steps().await?;
         let row = self
             .query_opt("DELETE FROM steps WHERE task_id = $1 AND name = $2 RETURNING kind", &[&task.0, &name])
             .await?;
@@ -390,6 +378,7 @@ impl WriteTx for Tx<'_> {
     }
 
     async fn finish_step(&self, task: TaskId, name: &str, output: &Value) -> Result<(), StoreError> {
+        self.flush_steps().await?;
         self.execute(
             "UPDATE steps SET state = 'processed', output = $3, locked_by = NULL, complete_by = NULL, updated_at = $4
              WHERE task_id = $1 AND name = $2",
@@ -400,6 +389,7 @@ impl WriteTx for Tx<'_> {
     }
 
     async fn write_lapse(&self, step: StepId, lease_token: i64, plan: &LapsePlan) -> Result<bool, StoreError> {
+        self.flush_steps().await?;
         let changed = self
             .execute(
                 // A paused task's steps wait, as its other pending steps do, until it resumes.
@@ -429,6 +419,7 @@ impl WriteTx for Tx<'_> {
     }
 
     async fn mark_overdue(&self, step: StepId, lease_token: i64) -> Result<bool, StoreError> {
+        self.flush_steps().await?;
         let changed = self
             .execute(
                 "UPDATE steps SET complete_by = $3, updated_at = $4

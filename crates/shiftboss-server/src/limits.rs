@@ -8,7 +8,7 @@ pub const MAX_PAGE: u32 = 1000;
 pub const DEFAULT_PAGE: u32 = 50;
 /// The most events a task's answer carries before paging.
 pub const DEFAULT_EVENTS: u32 = 100;
-/// The most jobs one batch may enqueue.
+/// The most tasks one batch may submit, and jobs one batch may enqueue.
 pub const MAX_BATCH: usize = 1000;
 
 #[derive(Debug, Clone)]

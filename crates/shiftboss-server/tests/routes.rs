@@ -244,6 +244,36 @@ async fn the_same_key_gives_back_the_task_and_another_input_is_a_conflict() {
     let (status, v, _) = api.call(Method::GET, "/v1/tasks/by-key/order-1", Some(&t), None, "").await;
     assert_eq!((status, v["id"].as_str()), (StatusCode::OK, Some(id)));
 
+    // A batch: all or none, each idempotent by its key.
+    let (status, v) = api
+        .json(
+            Method::POST,
+            "/v1/tasks/batch",
+            &t,
+            json!({"tasks": [
+            {"key": "order-1", "workflow": "one", "input": {"n": 1}},
+            {"key": "order-2", "workflow": "one"},
+            {"key": "order-3", "workflow": "one"}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let created: Vec<bool> = v["items"].as_array().unwrap().iter().map(|i| i["created"].as_bool().unwrap()).collect();
+    assert_eq!(created, vec![false, true, true], "{v}");
+    assert_eq!(v["items"][0]["id"], first["id"]);
+    let (status, v) = api
+        .json(
+            Method::POST,
+            "/v1/tasks/batch",
+            &t,
+            json!({"tasks": [
+            {"key": "order-4", "workflow": "one"},
+            {"key": "order-1", "workflow": "one", "input": {"n": 9}}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+    let (status, _, _) = api.call(Method::GET, "/v1/tasks/by-key/order-4", Some(&t), None, "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "a refused batch wrote nothing");
+
     // No scheduler runs here: the task's step waits, due, in its agent type's queue.
     let req = Request::builder()
         .uri("/metrics")
@@ -253,9 +283,9 @@ async fn the_same_key_gives_back_the_task_and_another_input_is_a_conflict() {
     let res = api.router.clone().oneshot(req).await.unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     let text = String::from_utf8(res.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
-    assert!(text.contains("shiftboss_agent_steps{agent=\"http\",state=\"due\"} 1"), "{text}");
+    assert!(text.contains("shiftboss_agent_steps{agent=\"http\",state=\"due\"} 3"), "{text}");
     assert!(text.contains("shiftboss_agent_oldest_due_age_seconds{agent=\"http\"}"), "{text}");
-    assert!(text.contains("shiftboss_tasks{state=\"running\"} 1"), "{text}");
+    assert!(text.contains("shiftboss_tasks{state=\"running\"} 3"), "{text}");
     assert!(text.contains("shiftboss_store_up 1"), "{text}");
 }
 

@@ -212,6 +212,11 @@ impl Store for SqliteStore {
         self.write(move |t| submit::submit(t, &p)).await
     }
 
+    async fn submit_tasks(&self, tasks: Vec<SubmitTask>) -> Result<Vec<Submitted>> {
+        validate_batch(&tasks)?;
+        self.write(move |t| submit::submit_many(t, &tasks)).await
+    }
+
     async fn claim_due_work(&self, p: ClaimDueSteps) -> Result<ClaimedWork> {
         self.write(move |t| {
             let steps = claim::claim_due_steps(t, &p)?;

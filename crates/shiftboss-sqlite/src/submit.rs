@@ -32,3 +32,7 @@ pub fn register_workflow(t: &Tx<'_>, def: &WorkflowDef) -> Result<RegisterOutcom
 pub fn submit(t: &Tx<'_>, p: &SubmitTask) -> Result<Submitted, StoreError> {
     run_now(shiftboss_store::advance::submit_task(t, p))
 }
+
+pub fn submit_many(t: &Tx<'_>, batch: &[SubmitTask]) -> Result<Vec<Submitted>, StoreError> {
+    run_now(shiftboss_store::advance::submit_tasks(t, batch))
+}

@@ -13,7 +13,7 @@ use shiftboss_core::model::EventLevel;
 use shiftboss_core::workflow::{StepKind, WorkflowDef};
 use shiftboss_core::{StepId, StepState, TaskId, TaskState, Timestamp};
 use shiftboss_store::StoreError;
-use shiftboss_store::advance::{HELD, KeyOwner, NewTask, RepliedStep, TaskRow, WriteTx};
+use shiftboss_store::advance::{HELD, KeyOwner, Keyed, NewTask, RepliedStep, TaskRow, WriteTx};
 use shiftboss_store::decided::StepRow;
 use shiftboss_store::lapse::LapsePlan;
 use std::future::Future;
@@ -246,13 +246,21 @@ impl WriteTx for Tx<'_> {
         Ok((inserted == 1).then(|| TaskId(self.tx.last_insert_rowid())))
     }
 
-    async fn key_owner(&self, key: &str) -> Result<Option<KeyOwner>, StoreError> {
-        key_owner(self, key)
-    }
-
-    /// The key was looked up in history before the insert, and no other writer ran since.
-    async fn archived_owner(&self, _key: &str, _new: TaskId) -> Result<Option<KeyOwner>, StoreError> {
-        Ok(None)
+    /// One writer at a time: a key looked up here stays as it is until the insert.
+    async fn insert_submitted(&self, new: &[NewTask<'_>]) -> Result<Vec<Keyed>, StoreError> {
+        let mut out = Vec::with_capacity(new.len());
+        for n in new {
+            if let Some(owner) = key_owner(self, n.key)? {
+                out.push(Keyed::Taken(owner));
+                continue;
+            }
+            let id = self
+                .insert_task(n)
+                .await?
+                .ok_or_else(|| StoreError::Backend(format!("task key {:?} was taken though no task held it", n.key)))?;
+            out.push(Keyed::New(id));
+        }
+        Ok(out)
     }
 
     async fn set_task_state(&self, task: TaskId, state: TaskState, output: Option<&Value>) -> Result<(), StoreError> {

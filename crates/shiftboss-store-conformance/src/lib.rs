@@ -56,6 +56,12 @@ macro_rules! conformance_suite {
                 same_key_twice_returns_the_same_task_and_adds_nothing,
                 bad_input_changes_nothing,
             }
+            submit_batch {
+                a_batch_writes_each_task_as_a_submission_does_in_order,
+                a_conflicting_key_rejects_the_whole_batch,
+                an_invalid_task_is_named_by_its_index_and_nothing_is_written,
+                a_batch_of_control_steps_runs_to_the_end,
+            }
             register {
                 same_definition_twice_is_unchanged,
                 same_version_with_other_content_conflicts,

@@ -56,6 +56,13 @@ pub trait Store: Send + Sync + 'static {
     /// changes nothing; with another workflow or input it is a `Conflict`.
     async fn submit_task(&self, p: SubmitTask) -> Result<Submitted>;
 
+    /// Submits many tasks in one transaction, each as `submit_task` would (idempotent by its key),
+    /// with one `Submitted` per task in their order; all of them or none. A key given twice is
+    /// one task (the later submission gets it back with `created: false`). A key that names a
+    /// task with another workflow or input is a `Conflict` naming the key; a task that is invalid
+    /// (its key, input, workflow) is `InvalidInput` naming its index. At most `MAX_SUBMIT_BATCH`.
+    async fn submit_tasks(&self, tasks: Vec<SubmitTask>) -> Result<Vec<Submitted>>;
+
     /// Claims due Pending steps for one instance (P14), and in the same transaction, when the claim
     /// came up short, the next due time of a step it could claim later (see
     /// [`ClaimedWork::next_due`]): an idle scheduler sleeps until then instead of polling. Which

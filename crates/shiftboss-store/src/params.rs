@@ -69,6 +69,27 @@ impl SubmitTask {
     }
 }
 
+/// The most tasks one batch submission takes (`Store::submit_tasks`).
+pub const MAX_SUBMIT_BATCH: usize = 10_000;
+
+/// Checks a batch submission before anything is written: its size, and each task as
+/// [`SubmitTask::validate`] does, an error naming the task's index in the batch.
+pub fn validate_batch(tasks: &[SubmitTask]) -> Result<(), crate::StoreError> {
+    if tasks.len() > MAX_SUBMIT_BATCH {
+        return Err(crate::StoreError::InvalidInput(format!(
+            "{} tasks in one batch; at most {MAX_SUBMIT_BATCH}",
+            tasks.len()
+        )));
+    }
+    for (i, t) in tasks.iter().enumerate() {
+        t.validate().map_err(|e| match e {
+            crate::StoreError::InvalidInput(m) => crate::StoreError::InvalidInput(format!("task {i}: {m}")),
+            other => other,
+        })?;
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Submitted {
     /// The task the key names.

@@ -1,16 +1,18 @@
 //! Submissions as an application makes them: N order workflows (the demo's three steps, no-op
-//! agents), each submitted alone in its own transaction by one of `--clients` concurrent clients.
-//! Prints submissions/s and the submit call's latency (p50, p99). With `--drain`, the engine runs
-//! beside the clients, and the figure that counts is end to end: from the first submission to the
-//! last workflow's completion.
+//! agents), each submitted alone in its own transaction by one of `--clients` concurrent clients,
+//! or with `--batch B`, B at a time per call (`Store::submit_tasks`, one transaction per batch).
+//! Prints tasks submitted/s and the submit call's latency (p50, p99; per call, so per batch with
+//! `--batch`). With `--drain`, the engine runs beside the clients, and the figure that counts is
+//! end to end: from the first submission to the last workflow's completion.
 
 use super::stats::{round3, summary};
 use super::{noop, store_name};
 use clap::Args;
 use serde_json::{Value, json};
 use shiftboss::demo::workflow::{order_input, order_workflow};
-use shiftboss::target::DbTarget;
-use shiftboss_store::SubmitTask;
+use shiftboss::target::{DbTarget, split_schema};
+use shiftboss_postgres::{PgOptions, PostgresStore};
+use shiftboss_store::{Store, SubmitTask};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,6 +23,13 @@ pub struct SubmitArgs {
     /// Concurrent clients, each submitting one task at a time.
     #[arg(long, default_value_t = 64)]
     clients: u32,
+    /// Tasks per call: 1 submits each alone (`submit_task`), more submit them in batches
+    /// (`submit_tasks`).
+    #[arg(long, default_value_t = 1)]
+    batch: u32,
+    /// PostgreSQL: the store's most connections (its pool), which the clients share.
+    #[arg(long, default_value_t = PgOptions::default().pool_size)]
+    pool: usize,
     /// Run the engine while the clients submit, and time to the last completion.
     #[arg(long)]
     drain: bool,
@@ -31,8 +40,20 @@ pub struct SubmitArgs {
     timeout: Duration,
 }
 
+/// The store, with the pool the clients share on PostgreSQL.
+async fn open(db: &DbTarget, pool: usize) -> anyhow::Result<Arc<dyn Store>> {
+    match db {
+        DbTarget::Sqlite(_) => db.open(true).await,
+        DbTarget::Postgres(url) => {
+            let (url, schema) = split_schema(url)?;
+            let opts = PgOptions { schema, pool_size: pool, ..PgOptions::default() };
+            Ok(Arc::new(PostgresStore::connect(&url, &opts).await?))
+        }
+    }
+}
+
 pub async fn run(db: &DbTarget, a: SubmitArgs) -> anyhow::Result<Value> {
-    let store = db.open(true).await?;
+    let store = open(db, a.pool).await?;
     let engine = noop::engine(
         store.clone(),
         "bench-submit",
@@ -46,25 +67,34 @@ pub async fn run(db: &DbTarget, a: SubmitArgs) -> anyhow::Result<Value> {
     let run = noop::run_id();
     let running = a.drain.then(|| engine.start());
     let clients = a.clients.max(1);
+    let batch = a.batch.max(1) as usize;
     let t0 = Instant::now();
     let mut handles = Vec::with_capacity(clients as usize);
     for c in 0..clients {
         let (store, wf, run) = (store.clone(), wf.clone(), run.clone());
-        let mine: Vec<u32> = (1..=a.orders).filter(|n| n % clients == c).collect();
-        handles.push(tokio::spawn(async move {
-            let mut latencies = Vec::with_capacity(mine.len());
-            for n in mine {
+        let mine: Vec<SubmitTask> = (1..=a.orders)
+            .filter(|n| n % clients == c)
+            .map(|n| {
                 let (key, input) = order_input(n);
-                let task = SubmitTask {
+                SubmitTask {
                     key: format!("{run}-{key}"),
                     workflow: wf.name.clone(),
                     version: Some(wf.version),
                     input,
                     priority: 0,
                     actor: "bench".into(),
-                };
+                }
+            })
+            .collect();
+        handles.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(mine.len().div_ceil(batch));
+            for calls in mine.chunks(batch) {
                 let at = Instant::now();
-                store.submit_task(task).await?;
+                if batch == 1 {
+                    store.submit_task(calls[0].clone()).await?;
+                } else {
+                    store.submit_tasks(calls.to_vec()).await?;
+                }
                 latencies.push(at.elapsed().as_secs_f64() * 1000.0);
             }
             Ok::<_, shiftboss_store::StoreError>(latencies)
@@ -76,7 +106,7 @@ pub async fn run(db: &DbTarget, a: SubmitArgs) -> anyhow::Result<Value> {
     }
     let submit_s = t0.elapsed().as_secs_f64();
     let mut out = json!({
-        "workload": "submit", "store": store_name(db), "workflows": a.orders, "clients": clients,
+        "workload": "submit", "store": store_name(db), "workflows": a.orders, "clients": clients, "batch": batch,
         "submit_s": round3(submit_s), "submissions_per_s": round3(f64::from(a.orders) / submit_s),
         "latency": summary(latencies),
     });

@@ -11,7 +11,7 @@ use crate::wire::{self, EventPage, Submitted, Task, TaskPage, TaskView};
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use shiftboss_core::{TaskId, TaskState, Timestamp};
 use shiftboss_store::{ListTasks, StoreError, TaskDetail, TaskEvents, TaskFilter};
 use utoipa::{IntoParams, ToSchema};
@@ -21,6 +21,7 @@ use utoipa_axum::routes;
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(submit_task, list_tasks))
+        .routes(routes!(submit_batch))
         .routes(routes!(get_task))
         .routes(routes!(get_task_by_key))
         .routes(routes!(task_events))
@@ -42,15 +43,7 @@ async fn submit_task(
     Json(req): Json<wire::SubmitTask>,
 ) -> Result<Response, ApiError> {
     let key = req.key.clone();
-    let task = shiftboss_store::SubmitTask {
-        key: req.key,
-        workflow: req.workflow,
-        version: req.version,
-        input: req.input.unwrap_or_else(|| serde_json::json!({})),
-        priority: req.priority.unwrap_or(0),
-        actor: principal.name.clone(),
-    };
-    let s = state.engine.submit(task).await?;
+    let s = state.engine.submit(to_store(req, &principal)).await?;
     let status = if s.created { StatusCode::CREATED } else { StatusCode::OK };
     let location = format!("/v1/tasks/{}", s.task_id);
     let body = Submitted { id: s.task_id.to_string(), key, created: s.created };
@@ -156,6 +149,57 @@ async fn list_tasks(State(state): State<AppState>, Query(q): Query<ListParams>) 
     tasks.truncate(limit as usize);
     let next = if more { tasks.last().map(|t| t.id.to_string()) } else { None };
     Ok(Json(TaskPage { items: tasks.into_iter().map(Task::from).collect(), next }))
+}
+
+/// Tasks submitted together.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitBatch {
+    /// 1 to 1,000 tasks.
+    tasks: Vec<wire::SubmitTask>,
+}
+
+/// What a batch submission did, in the order of the request's tasks.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BatchSubmitted {
+    pub items: Vec<Submitted>,
+}
+
+/// Submits tasks in one transaction: all or none. Each is idempotent by its key as a single
+/// submission is (an existing key with the same workflow and input comes back with
+/// `created: false`); a key that exists with another workflow or input refuses the whole batch
+/// (409), as does an invalid task (422, naming its index).
+#[utoipa::path(post, path = "/v1/tasks/batch", tag = "tasks", request_body = SubmitBatch,
+    security(("token" = ["submit"])),
+    responses((status = 201, body = BatchSubmitted), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn submit_batch(
+    State(state): State<AppState>,
+    principal: Principal,
+    Json(b): Json<SubmitBatch>,
+) -> Result<Response, ApiError> {
+    if b.tasks.is_empty() || b.tasks.len() > limits::MAX_BATCH {
+        return Err(ApiError::invalid(format!("tasks: give 1 to {} tasks", limits::MAX_BATCH)));
+    }
+    let keys: Vec<String> = b.tasks.iter().map(|t| t.key.clone()).collect();
+    let tasks = b.tasks.into_iter().map(|t| to_store(t, &principal)).collect();
+    let done = state.engine.submit_many(tasks).await?;
+    let items = done
+        .into_iter()
+        .zip(keys)
+        .map(|(s, key)| Submitted { id: s.task_id.to_string(), key, created: s.created })
+        .collect();
+    Ok((StatusCode::CREATED, Json(BatchSubmitted { items })).into_response())
+}
+
+fn to_store(t: wire::SubmitTask, principal: &Principal) -> shiftboss_store::SubmitTask {
+    shiftboss_store::SubmitTask {
+        key: t.key,
+        workflow: t.workflow,
+        version: t.version,
+        input: t.input.unwrap_or_else(|| serde_json::json!({})),
+        priority: t.priority.unwrap_or(0),
+        actor: principal.name.clone(),
+    }
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -25,4 +25,5 @@ pub mod release;
 pub mod replies;
 pub mod resubmit;
 pub mod submit;
+pub mod submit_batch;
 pub mod tokens;

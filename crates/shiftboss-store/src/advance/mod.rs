@@ -37,8 +37,8 @@ pub use expire::{HeldStep, take_back, write_plan};
 pub use operator::{operate_task, resubmit_step};
 pub use register::{definition_text, registered_again};
 pub use replies::{RepliedStep, refuse_reply};
-pub use submit::submit_task;
-pub use tx::{KeyOwner, NewTask, TaskRow, WriteTx};
+pub use submit::{submit_task, submit_tasks};
+pub use tx::{KeyOwner, Keyed, NewTask, TaskRow, WriteTx};
 
 /// How deep sub-workflows may nest: a workflow that starts itself stops here, with an error.
 pub const MAX_CHILD_DEPTH: i64 = 16;

@@ -59,6 +59,15 @@ pub struct NewTask<'a> {
 /// A task a key already names, live or archived: its id, workflow and input as stored (JSON text).
 pub type KeyOwner = (TaskId, String, String);
 
+/// What became of a submitted task's row: inserted, or its key names a task already.
+#[derive(Debug, Clone)]
+pub enum Keyed {
+    /// The new task's id.
+    New(TaskId),
+    /// The task that holds the key, live or archived.
+    Taken(KeyOwner),
+}
+
 /// The reads and writes of one open write transaction that the shared write path needs.
 ///
 /// Every method runs inside the caller's transaction; nothing commits here. `async` for the stores
@@ -109,13 +118,11 @@ pub trait WriteTx {
     /// taken already.
     async fn insert_task(&self, new: &NewTask<'_>) -> Result<Option<TaskId>>;
 
-    /// The task a key names, live or archived.
-    async fn key_owner(&self, key: &str) -> Result<Option<KeyOwner>>;
-
-    /// After `new` was inserted under `key`: the archived task that holds the key, if one does,
-    /// with `new` deleted again. A store that checked history before its insert, with no other
-    /// writer in between, answers `None`.
-    async fn archived_owner(&self, key: &str, new: TaskId) -> Result<Option<KeyOwner>>;
+    /// Inserts submitted tasks' rows (top-level, their keys distinct), each unless its key is
+    /// taken, live or archived (a key stays taken in history): one [`Keyed`] per row, in order. A
+    /// new row is held by this transaction. A key that was taken and released again while this
+    /// ran (its task purged from history) is `Unavailable`: the caller may try again.
+    async fn insert_submitted(&self, new: &[NewTask<'_>]) -> Result<Vec<Keyed>>;
 
     /// Sets a task's state, and its output when one is given.
     async fn set_task_state(&self, task: TaskId, state: TaskState, output: Option<&Value>) -> Result<()>;
