@@ -2,9 +2,10 @@
 //! fast axum server on loopback, over plain HTTP and over HTTPS (HTTP/2 by ALPN, a CA made here),
 //! beside the same calls with a bare reqwest client. Run it with
 //! `cargo run --release -p shiftboss-engine --example outbound_calls -- [CALLS] [CONCURRENCY]`.
+//! With `sink` it only serves: it prints the plain and HTTPS base URLs and the CA file, for a
+//! `shiftboss serve --agent` to call, and runs until its standard input closes.
 
 use axum::Router;
-use axum::routing::post;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use rustls::pki_types::PrivateKeyDer;
 use rustls::pki_types::pem::PemObject;
@@ -18,7 +19,7 @@ use tokio::net::TcpListener;
 fn app() -> Router {
     // The body is read: an HTTP/2 server that answers before reading it resets the stream, and h2
     // ends a connection after 1,024 such resets (its guard against rapid-reset floods).
-    Router::new().route("/noop", post(|_: axum::body::Bytes| async { "{}" }))
+    Router::new().fallback(|_: axum::body::Bytes| async { "{}" })
 }
 
 async fn plain() -> String {
@@ -140,6 +141,14 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let http_base = plain().await;
     let (https_base, ca) = tls(dir.path()).await;
+    if std::env::args().nth(1).as_deref() == Some("sink") {
+        println!("http {http_base}\nhttps {https_base}\nca {}", ca.display());
+        let mut line = String::new();
+        let _ =
+            tokio::task::spawn_blocking(move || while std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {})
+                .await;
+        return;
+    }
     let allow = AllowList::parse(["127.0.0.1"]).unwrap();
     for (name, base, tls) in [
         ("http", http_base.clone(), TlsConfig::default()),

@@ -151,16 +151,13 @@ impl Agent for HttpAgent {
         let (cfg, method, url) =
             RequestConfig::parse(&call.config, self.base.as_ref()).map_err(AgentError::Permanent)?;
         let mut req = Request::new(method, url);
-        req.headers = vec![
+        req.plain_headers = vec![
             ("Idempotency-Key".into(), call.idempotency_key.clone()),
             ("X-Shiftboss-Task".into(), call.task_id.0.to_string()),
             ("X-Shiftboss-Step".into(), call.step_id.0.to_string()),
             ("X-Shiftboss-Attempt".into(), call.attempt.to_string()),
         ];
-        if call.idempotency_key.contains("${") {
-            return Err(AgentError::Permanent("the idempotency key may not hold `${`".into()));
-        }
-        req.headers.extend(cfg.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+        req.headers = cfg.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         // Only the definition's own body may name secrets: the input comes from whoever
         // submitted the task.
         let (body, body_secrets) = match &cfg.body {

@@ -27,8 +27,11 @@ pub struct Request {
     pub method: Method,
     /// May not hold secret references: URLs appear in errors.
     pub url: Url,
-    /// Values may hold `${secret.NAME}`.
+    /// Values may hold `${secret.NAME}`: headers the definition wrote.
     pub headers: Vec<(String, String)>,
+    /// Sent as they are, never resolved: headers whose values come from elsewhere (an
+    /// idempotency key, ids), which must not be a way to read a secret out.
+    pub plain_headers: Vec<(String, String)>,
     pub body: Body,
     /// Whether the body's strings may hold secret references: true for a body the definition
     /// wrote, never for a task's input (whoever submits a task must not read secrets out).
@@ -46,6 +49,7 @@ impl Request {
             method,
             url,
             headers: Vec::new(),
+            plain_headers: Vec::new(),
             body: Body::None,
             body_secrets: false,
             follow_redirects: false,
@@ -124,7 +128,14 @@ impl Outbound {
     }
 
     async fn call_within(&self, req: Request, used: &mut Resolved) -> Result<Response, CallError> {
-        let mut headers = Vec::with_capacity(req.headers.len());
+        let mut headers = Vec::with_capacity(req.headers.len() + req.plain_headers.len());
+        for (k, v) in &req.plain_headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| CallError::Invalid(format!("invalid header name {k:?}")))?;
+            let value =
+                HeaderValue::from_str(v).map_err(|_| CallError::Invalid(format!("invalid value for header {k:?}")))?;
+            headers.push(Header { name, value, secret: false });
+        }
         for (k, v) in &req.headers {
             let name = HeaderName::from_bytes(k.as_bytes())
                 .map_err(|_| CallError::Invalid(format!("invalid header name {k:?}")))?;
@@ -168,6 +179,9 @@ impl Outbound {
                 let location = used.scrub(&location);
                 if !req.follow_redirects {
                     return Err(CallError::RedirectNotFollowed { status: status.as_u16(), location });
+                }
+                if location.is_empty() {
+                    return Err(CallError::BadRedirect(format!("HTTP {status} without a Location")));
                 }
                 hops += 1;
                 if hops > self.limits.max_redirects {

@@ -136,3 +136,33 @@ async fn a_secret_used_in_a_header_is_found_nowhere_after_the_run() {
     assert!(logs.contains("transient fault") && logs.contains("busy, Bearer [secret]"), "the fault was logged: {logs}");
     assert!(!logs.contains(&secret), "the logs hold the secret");
 }
+
+#[tokio::test]
+async fn a_secret_reference_from_a_task_is_sent_as_it_is() {
+    // Whoever submits a task writes its input (and may choose a job's key), not the definition:
+    // a reference there must not read a secret out.
+    let app = Router::new().route(
+        "/echo",
+        post(|headers: HeaderMap, body: String| async move {
+            let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+            json!({"key": key, "body": body}).to_string()
+        }),
+    );
+    let base = http(app).await;
+    let secrets_dir = tempfile::tempdir().unwrap();
+    std::fs::write(secrets_dir.path().join("PAY_TOKEN"), "the-value").unwrap();
+    let outbound = Outbound::new(&OutboundConfig {
+        allow: AllowList::parse(["127.0.0.1"]).unwrap(),
+        secrets: Secrets { env: false, dir: Some(secrets_dir.path().to_owned()) },
+        ..OutboundConfig::default()
+    })
+    .unwrap();
+    let agent = HttpAgent::new(outbound);
+    let mut call = crate::agent_call(json!({"url": format!("{base}/echo")}));
+    call.input = json!({"steal": "${secret.PAY_TOKEN}"});
+    call.idempotency_key = "${secret.PAY_TOKEN}".into();
+    let out = shiftboss_engine::Agent::call(&agent, &call).await.unwrap();
+    assert_eq!(out["key"], json!("${secret.PAY_TOKEN}"));
+    assert!(out["body"].as_str().unwrap().contains("${secret.PAY_TOKEN}"), "{out}");
+    assert!(!out.to_string().contains("the-value"), "{out}");
+}
