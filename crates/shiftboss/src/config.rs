@@ -330,7 +330,9 @@ mod tests {
             .map(|l| format!("{}\n", l.trim_start_matches("//!").trim_start_matches(' ')))
             .collect();
         let c: FileConfig = toml::from_str(&example).unwrap();
-        assert_eq!(c.roles, Some(vec![Role::Scheduler, Role::Supervisor]));
+        assert_eq!(c.roles, Some(vec![Role::Scheduler, Role::Supervisor, Role::Api]));
+        assert_eq!(c.server.listen.as_deref(), Some("127.0.0.1:8080"));
+        assert_eq!(c.server.request_timeout, Some(Duration::from_secs(30)));
         assert_eq!(c.scheduler.poll_mode, Some(PollMode::FixedDelay));
         assert_eq!(c.scheduler.poll_interval, Some(Duration::from_millis(500)));
         assert_eq!(c.scheduler.idle_poll, Some(Duration::from_secs(10)));
