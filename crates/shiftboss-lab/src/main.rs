@@ -38,7 +38,8 @@ enum Command {
     #[command(subcommand)]
     Bench(bench::BenchCommand),
     /// The product's `shiftboss serve`, in this build: a chaos worker that can die at the point
-    /// `SHIFTBOSS_FAULT=POINT@N` names. Takes serve's flags; no config file.
+    /// `SHIFTBOSS_FAULT=POINT@N` names. Takes serve's flags (no API unless `--listen` is given); no
+    /// config file.
     Worker(ServeArgs),
     /// Internal: the product's `shiftboss tasks`, for the harness's submitting processes.
     #[command(subcommand, hide = true)]
@@ -55,7 +56,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             // its workers with SHIFTBOSS_CONFIG removed.
             let mut file = FileConfig::default();
             file.apply_env()?;
-            args.run(&db()?, &file).await.map(|()| true)
+            args.without_api_by_default().run(&db()?, &file).await.map(|()| true)
         }
         Command::Tasks(c) => c.run(&db()?).await.map(|()| true),
     }

@@ -25,7 +25,11 @@ fn http_client() -> Client {
 
 impl Api {
     fn of(p: &ServeProc) -> Api {
-        let base = p.api_url().expect("serve announced its API");
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        while p.api_url().is_none() && std::time::Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let base = p.api_url().unwrap_or_else(|| panic!("serve announced no API:\n{}", p.log()));
         let token = p.admin_token().expect("serve wrote the first admin token");
         Api { base, token, http: http_client() }
     }

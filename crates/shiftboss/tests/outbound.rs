@@ -68,7 +68,7 @@ async fn serve_guards_outbound_calls_by_default_and_resolves_secrets_from_its_en
     let secret = format!("hk-{:016x}", fastrand::u64(..));
     let serve = |allow: &[&str], log: &str| {
         let mut c = bin();
-        c.arg("--db").arg(&db).args(["serve", "--instance-id", log, "--poll-interval", "50ms"]);
+        c.arg("--db").arg(&db).args(["serve", "--listen", "off", "--instance-id", log, "--poll-interval", "50ms"]);
         c.args(allow).env("SHIFTBOSS_SECRET_HOOK_TOKEN", &secret).env("RUST_LOG", "debug");
         c.stdout(Stdio::null()).stderr(std::fs::File::create(dir.path().join(format!("{log}.log"))).unwrap());
         c.spawn().unwrap()

@@ -115,6 +115,15 @@ fn parse_agent(s: &str) -> Result<(String, String), String> {
 }
 
 impl ServeArgs {
+    /// No HTTP API unless `--listen` names an address: for processes that only work (the lab's
+    /// chaos workers), many of which run on one host.
+    pub fn without_api_by_default(mut self) -> Self {
+        if self.listen.is_none() {
+            self.listen = Some("off".into());
+        }
+        self
+    }
+
     /// Flags (and their environment variables) over the file over the defaults.
     fn engine_config(&self, file: &FileConfig) -> anyhow::Result<EngineConfig> {
         let mut c = EngineConfig::default();
@@ -302,12 +311,15 @@ impl ServeArgs {
             Some(addr) => Some(self.start_api(&engine, file, addr).await?),
             None => None,
         };
-        eprintln!(
+        // Made whole before it is written: stderr is unbuffered, and a line written in pieces
+        // can be read half-written by whatever watches for it.
+        let announce = format!(
             "shiftboss serve: instance {instance} on {db}, roles:{}{}{}",
             if roles.scheduler { " scheduler" } else { "" },
             if roles.supervisor { " supervisor" } else { "" },
             api.as_ref().map(|a| format!(" api (http://{})", a.addr)).unwrap_or_default(),
         );
+        eprintln!("{announce}");
         // Listening from before the roles start, so that no signal falls between two listeners.
         let mut signals = Signals::new().context("listening for SIGTERM and SIGINT")?;
         let running = (roles.scheduler || roles.supervisor).then(|| engine.start());
