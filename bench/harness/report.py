@@ -80,6 +80,11 @@ def write(r, path, plot_name):
     both("idle serve: peak RSS MB", lambda s: _f((_g(s, "idle", "vm_hwm_kb") or 0) / 1024 or None, "{:.1f}"))
     both("serve under load (jobs over HTTP): peak RSS MB",
          lambda s: _f((_g(s, "load", "vm_hwm_kb") or 0) / 1024 or None, "{:.1f}"))
+    both("API submissions/s (`POST /v1/tasks`, keep-alive clients, `serve --roles api`)",
+         lambda s: _f(_g(s, "api_submit", "submissions_per_s")))
+    both("  API call p50 / p99 / max ms", lambda s: _lat(s.get("api_submit")))
+    both("  serve peak RSS MB under that load", lambda s: _f((_g(s, "api_submit", "vm_hwm_kb") or 0) / 1024 or None,
+                                                             "{:.1f}"))
     rec = _g(r, "postgres", "recovery") or _g(r, "sqlite", "recovery") or {}
     L += ["", f"Pickup: one job every {r['sizes']['pickup_every_ms']} ms for {r['sizes']['pickup_s']} s on an idle "
           f"store. Recovery: supervisor interval {rec.get('supervisor_interval_ms', '-')} ms, scheduler poll "

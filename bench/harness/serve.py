@@ -118,3 +118,31 @@ def under_load(sb, db, jobs):
         server.shutdown()
     log(f"serve under load: {jobs} jobs over HTTP in {drain:.1f} s, VmHWM {hwm} kB")
     return {"jobs": jobs, "enqueue_s": enq["enqueue_s"], "drain_s": drain, "vm_hwm_kb": hwm}
+
+
+def api_submit(sb, db, tasks, clients):
+    """Issue 16: `tasks` submissions through the HTTP API of one `serve --roles api`, from `clients`
+    concurrent keep-alive clients (`shiftboss-lab bench api`); submissions/s, call latency, and the
+    serve process's peak RSS under that load."""
+    token = os.path.join(sb.workdir, f"api-{os.getpid()}-{time.monotonic_ns()}.token")
+    logf = token + ".log"
+    with open(logf, "w") as err:
+        p = subprocess.Popen([sb.exe, "--db", db, "serve", "--roles", "api", "--listen", "127.0.0.1:0",
+                              "--admin-token-file", token, "--stop-when-stdin-closes"],
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, cwd=sb.workdir)
+    try:
+        url = None
+        t0 = time.monotonic()
+        while url is None:
+            if p.poll() is not None or time.monotonic() - t0 > 60:
+                raise RuntimeError("serve --roles api did not start: " + open(logf).read())
+            for line in open(logf).read().splitlines():
+                if "api (http://" in line:
+                    url = line.split("api (", 1)[1].split(")", 1)[0]
+            time.sleep(0.05)
+        out = sb.bench(db, "api", "--url", url, "--token-file", token, "--tasks", tasks, "--clients", clients)
+        out["vm_hwm_kb"] = vm(p.pid, "VmHWM")
+    finally:
+        stop_serve(p)
+    log(f"API submissions: {out['submissions_per_s']:,.0f}/s, VmHWM {out['vm_hwm_kb']} kB")
+    return out

@@ -1,4 +1,4 @@
-"""Issue 6's and issue 27's targets, as ratios of figures from the same run. Each check says what it compared and
+"""Issue 6's, 16's and 27's targets, as ratios of figures from the same run. Each check says what it compared and
 whether it held; a figure that was not measured gives "not measured", never a pass."""
 
 
@@ -82,6 +82,16 @@ def check(r):
                             for k in ("submit_single_e2e", "submit_batch_e2e")) if v] or [0]) or None
     rows.append(_row("SQLite end to end, three-step workflows/s (best of single and batch)",
                      f"{best:,.0f}/s" if best else "-", ">= 10,000/s", None if not best else best >= 10000))
+    # Issue 16: submissions through the HTTP API.
+    for store, want in (("sqlite", 10000), ("postgres", 5000)):
+        api = _get(r, store, "api_submit")
+        if api:
+            rate, p99, mb = api["submissions_per_s"], api["latency"]["p99_ms"], (api.get("vm_hwm_kb") or 0) / 1024
+            rows.append(_row(f"API submissions on {store} ({api['clients']} clients)",
+                             f"{rate:,.0f}/s, p99 {p99:.1f} ms, serve {mb:.0f} MB",
+                             f">= {want:,}/s, p99 <= 20 ms, RSS <= 100 MB", rate >= want and p99 <= 20 and mb <= 100))
+        else:
+            rows.append(_row(f"API submissions on {store}", "-", f">= {want:,}/s, p99 <= 20 ms, RSS <= 100 MB", None))
     idle = _get(r, "postgres", "idle", "xact_per_s")
     rows.append(_row("idle load of one serve (PostgreSQL)", f"{idle:.2f} xact/s" if idle is not None else "-",
                      "<= 1 xact/s", None if idle is None else idle <= 1.0))
