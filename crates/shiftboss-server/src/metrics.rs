@@ -22,6 +22,9 @@ pub struct ApiMetrics {
     leading: IntGauge,
     sweeps: IntCounterVec,
     store_up: IntGauge,
+    /// Held while a scrape brings the counters level with the engine's: two scrapes at once would
+    /// both add the same difference.
+    rendering: std::sync::Mutex<()>,
 }
 
 /// The engine's counters, by the name of their `event` label.
@@ -114,6 +117,7 @@ impl ApiMetrics {
             leading,
             sweeps,
             store_up,
+            rendering: std::sync::Mutex::default(),
         })
     }
 
@@ -127,6 +131,7 @@ impl ApiMetrics {
     /// The scrape's text: the engine's counters and the store's counts (none when it is out of
     /// reach) set first.
     pub fn render(&self, engine: &MetricsSnapshot, store: Option<(&[(TaskState, u64)], &QueueStats)>) -> String {
+        let _one_at_a_time = self.rendering.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         for (event, value) in engine_counters(engine) {
             let c = self.engine.with_label_values(&[event]);
             // The engine's counters only grow; the difference brings ours level with them.
