@@ -14,10 +14,6 @@ use tracing::Instrument;
 
 pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// The request's id, in its extensions for handlers that want it.
-#[derive(Debug, Clone)]
-pub struct RequestId(pub String);
-
 static NEXT: AtomicU64 = AtomicU64::new(1);
 
 fn new_id() -> String {
@@ -34,12 +30,11 @@ fn client_id(req: &Request) -> Option<String> {
     (!v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_graphic())).then(|| v.to_owned())
 }
 
-pub async fn observe(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+pub async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let started = Instant::now();
     let id = client_id(&req).unwrap_or_else(new_id);
     let route = req.extensions().get::<MatchedPath>().map_or("unmatched", |m| m.as_str()).to_owned();
     let method = req.method().as_str().to_owned();
-    req.extensions_mut().insert(RequestId(id.clone()));
     let span = tracing::info_span!("request", request_id = %id, method = %method, route = %route);
     let mut res = next.run(req).instrument(span.clone()).await;
     let status = res.status();

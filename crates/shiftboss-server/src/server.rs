@@ -46,12 +46,8 @@ pub enum ServerError {
 }
 
 pub fn app(engine: Engine, config: ApiConfig) -> Result<(Router, utoipa::openapi::OpenApi), ServerError> {
-    let state = AppState {
-        engine,
-        auth: Arc::new(Authenticator::new(config.auth)),
-        limits: config.limits.clone(),
-        metrics: Arc::new(ApiMetrics::new()?),
-    };
+    let state =
+        AppState { engine, auth: Arc::new(Authenticator::new(config.auth)), metrics: Arc::new(ApiMetrics::new()?) };
     let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(routes::tasks::router())
         .merge(routes::actions::router())

@@ -1,8 +1,7 @@
-//! What every handler shares: the engine (its store, job client and metrics), the auth mode, the
-//! limits and this process's API metrics.
+//! What every handler shares: the engine (its store, job client and metrics), the auth mode and
+//! this process's API metrics.
 
 use crate::auth::Authenticator;
-use crate::limits::Limits;
 use crate::metrics::ApiMetrics;
 use shiftboss_engine::Engine;
 use shiftboss_store::Store;
@@ -12,7 +11,6 @@ use std::sync::Arc;
 pub struct AppState {
     pub engine: Engine,
     pub auth: Arc<Authenticator>,
-    pub limits: Limits,
     pub metrics: Arc<ApiMetrics>,
 }
 
