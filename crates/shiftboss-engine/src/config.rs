@@ -200,6 +200,8 @@ pub struct EngineConfig {
     pub scheduler: SchedulerConfig,
     /// The supervisor's settings, used when it runs the supervisor.
     pub supervisor: SupervisorConfig,
+    /// How concurrent single submissions are grouped into transactions.
+    pub submit: crate::submitter::SubmitConfig,
 }
 
 impl EngineConfig {

@@ -18,12 +18,13 @@ use crate::jobs::{ClientConfig, JobClient};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::runtime::Breakers;
 use crate::scheduler::Scheduler;
+use crate::submitter::Submitter;
 use crate::supervisor::Supervisor;
 use shiftboss_core::InstanceId;
 use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
 use shiftboss_core::workflow::{StepKind, WorkflowDef};
 use shiftboss_store::{RegisterOutcome, Store, StoreError, SubmitTask, Submitted, Subscription};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
@@ -115,6 +116,7 @@ impl EngineBuilder {
                 metrics: Arc::default(),
                 wake,
                 supervisor_bell: Arc::default(),
+                submitter: OnceLock::new(),
             }),
         })
     }
@@ -137,6 +139,8 @@ struct Inner {
     wake: Arc<Notify>,
     /// Rung by this process's scheduler after a claim, and by the due-work channel: the supervisor's bell.
     supervisor_bell: Arc<Notify>,
+    /// The group commit's writers, started by the first submission.
+    submitter: OnceLock<Submitter>,
 }
 
 impl Engine {
@@ -191,8 +195,27 @@ impl Engine {
     }
 
     /// Submits a task and wakes this process's scheduler.
+    ///
+    /// Concurrent submissions are written together, a few transactions at a time (group commit,
+    /// see [`crate::SubmitConfig`]); each keeps its own outcome, as if written alone.
     pub async fn submit(&self, task: SubmitTask) -> Result<Submitted, EngineError> {
-        let s = self.inner.store.submit_task(task).await?;
+        // Checked here so that a bad task is refused alone and never sends its batch the slow way.
+        task.validate()?;
+        let i = &self.inner;
+        let writers = i.config.submit.writers.unwrap_or_else(|| i.store.concurrent_writes());
+        let written = match writers {
+            0 => i.store.submit_task(task).await,
+            _ => {
+                let queue = i.submitter.get_or_init(|| {
+                    Submitter::start(i.store.clone(), writers, i.config.submit.max_batch, i.metrics.clone())
+                });
+                match queue.submit(task).await {
+                    Ok(written) => written,
+                    Err(task) => i.store.submit_task(task).await,
+                }
+            }
+        };
+        let s = written?;
         self.wake();
         Ok(s)
     }

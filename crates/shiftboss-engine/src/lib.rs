@@ -12,6 +12,7 @@
 //! - [`scheduler`]: claims due steps, hands them to the runtime, writes replies in batches.
 //! - [`supervisor`]: the leader-only sweep that retries or gives up steps whose lease lapsed.
 //! - [`elector`]: keeps a leader lease for leader-only services.
+//! - [`submitter`]: group commit: concurrent single submissions written a batch at a time.
 //! - [`engine`]: wiring: the builder, submission, start and shutdown.
 //!
 //! Architecture invariant: no SQL and no backend types here; every state change goes through the
@@ -29,6 +30,7 @@ pub mod outbound;
 pub mod progress;
 pub mod runtime;
 pub mod scheduler;
+pub mod submitter;
 pub mod supervisor;
 
 pub use agent::{Agent, AgentCall, AgentError};
@@ -38,3 +40,4 @@ pub use exception::{Exception, ExceptionStrategy, Verdict};
 pub use http_agent::HttpAgent;
 pub use jobs::{ClientConfig, HandlerDefaults, JobClient, JobOptions};
 pub use outbound::{Outbound, OutboundConfig};
+pub use submitter::SubmitConfig;

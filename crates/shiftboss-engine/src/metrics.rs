@@ -30,6 +30,9 @@ pub struct Metrics {
     /// Supervisor sweeps run, and their total time in microseconds.
     pub sweeps: AtomicU64,
     pub sweep_micros: AtomicU64,
+    /// Tasks submitted through the group commit, and the transactions that wrote them.
+    pub submitted: AtomicU64,
+    pub submit_batches: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,6 +54,8 @@ pub struct MetricsSnapshot {
     pub leader_term: u64,
     pub sweeps: u64,
     pub sweep_micros: u64,
+    pub submitted: u64,
+    pub submit_batches: u64,
 }
 
 impl Metrics {
@@ -77,6 +82,8 @@ impl Metrics {
             leader_term: g(&self.leader_term),
             sweeps: g(&self.sweeps),
             sweep_micros: g(&self.sweep_micros),
+            submitted: g(&self.submitted),
+            submit_batches: g(&self.submit_batches),
         }
     }
 }

@@ -21,6 +21,7 @@ pub struct ApiMetrics {
     leader_term: IntGauge,
     leading: IntGauge,
     sweeps: IntCounterVec,
+    submissions: IntCounterVec,
     store_up: IntGauge,
     /// Held while a scrape brings the counters level with the engine's: two scrapes at once would
     /// both add the same difference.
@@ -90,6 +91,13 @@ impl ApiMetrics {
             ),
             &["measure"],
         )?;
+        let submissions = IntCounterVec::new(
+            Opts::new(
+                "submissions_total",
+                "Single task submissions this process wrote by group commit (tasks), and the transactions that wrote them.",
+            ),
+            &["measure"],
+        )?;
         let store_up = IntGauge::new("store_up", "1 when the state store answered the last scrape's queries, else 0.")?;
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
@@ -101,6 +109,7 @@ impl ApiMetrics {
             Box::new(leader_term.clone()),
             Box::new(leading.clone()),
             Box::new(sweeps.clone()),
+            Box::new(submissions.clone()),
             Box::new(store_up.clone()),
         ] {
             registry.register(c)?;
@@ -116,6 +125,7 @@ impl ApiMetrics {
             leader_term,
             leading,
             sweeps,
+            submissions,
             store_up,
             rendering: std::sync::Mutex::default(),
         })
@@ -141,6 +151,10 @@ impl ApiMetrics {
         sweeps.inc_by(engine.sweeps.saturating_sub(sweeps.get()));
         let micros = self.sweeps.with_label_values(&["microseconds"]);
         micros.inc_by(engine.sweep_micros.saturating_sub(micros.get()));
+        for (measure, value) in [("tasks", engine.submitted), ("transactions", engine.submit_batches)] {
+            let c = self.submissions.with_label_values(&[measure]);
+            c.inc_by(value.saturating_sub(c.get()));
+        }
         self.leader_term.set(i64::try_from(engine.leader_term).unwrap_or(i64::MAX));
         self.leading.set(i64::from(engine.leader_term > 0));
         self.store_up.set(i64::from(store.is_some()));

@@ -360,6 +360,12 @@ impl Store for SqliteStore {
         wake::subscribe(&self.inner.path, wake)
     }
 
+    /// One: SQLite takes one writer at a time, so a second batch would only wait for the first's
+    /// lock instead of gathering the submissions that arrive meanwhile.
+    fn concurrent_writes(&self) -> usize {
+        1
+    }
+
     async fn create_api_token(&self, p: NewApiToken) -> Result<ApiToken> {
         p.validate()?;
         self.write(move |t| tokens::create(t, &p)).await

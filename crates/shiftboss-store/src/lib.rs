@@ -173,6 +173,12 @@ pub trait Store: Send + Sync + 'static {
         Subscription::none()
     }
 
+    /// How many write transactions this store can usefully run at once: the engine's group commit
+    /// runs that many writers unless told otherwise. SQLite has one writer; a server more.
+    fn concurrent_writes(&self) -> usize {
+        4
+    }
+
     // What the HTTP API (issue 16) needs: API tokens, task and event paging, bulk actions.
 
     /// Stores a new API token (its secret's hash, never the secret). A live token with the same

@@ -41,6 +41,8 @@
 //! body_limit = 1048576             # the largest request body, in bytes (413 beyond)
 //! request_timeout = "30s"          # the longest one request may take (408 beyond)
 //! max_in_flight = 1024             # requests served at once; more wait their turn
+//! submit_writers = 4               # group commit: submission batches written at once (default: 1 on
+//!                                  # SQLite, 4 on PostgreSQL; 0: each submission its own transaction)
 //! admin_token_file = "shiftboss-admin.token"  # where the first admin token's secret goes
 //!
 //! [client]                         # retry jobs: how `jobs enqueue` spreads them (M3, M8)
@@ -152,6 +154,8 @@ pub struct ServerSection {
     pub request_timeout: Option<Duration>,
     /// Requests served at once.
     pub max_in_flight: Option<usize>,
+    /// The group commit's writers (see `shiftboss_engine::SubmitConfig`).
+    pub submit_writers: Option<usize>,
     /// Where the first admin token's secret is written when the store has no token.
     pub admin_token_file: Option<std::path::PathBuf>,
 }

@@ -127,6 +127,7 @@ impl ServeArgs {
     /// Flags (and their environment variables) over the file over the defaults.
     fn engine_config(&self, file: &FileConfig) -> anyhow::Result<EngineConfig> {
         let mut c = EngineConfig::default();
+        c.submit.writers = file.server.submit_writers;
         let roles = self.roles.clone().or_else(|| file.roles.clone());
         if let Some(roles) = roles {
             c.roles =

@@ -1,0 +1,93 @@
+//! Group commit: concurrent single submissions are written in one transaction, and each keeps the
+//! outcome it would have had alone (created, the same task again, or its own conflict).
+//!
+//! The test's runtime has one thread, so every submission polled by `join_all` is queued before
+//! the group commit's writer first runs: the batch is known, not left to timing.
+
+use futures_util::future::join_all;
+use serde_json::json;
+use shiftboss_core::InstanceId;
+use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_engine::{Engine, EngineConfig, EngineError, SubmitConfig};
+use shiftboss_sqlite::{OpenOptions, SqliteStore};
+use shiftboss_store::{Store, StoreError, SubmitTask};
+use std::sync::Arc;
+
+fn task(key: &str, input: serde_json::Value) -> SubmitTask {
+    SubmitTask { key: key.into(), workflow: "order".into(), version: None, input, priority: 0, actor: "test".into() }
+}
+
+async fn engine(dir: &tempfile::TempDir, writers: usize) -> (Engine, Arc<dyn Store>) {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("s.db"), &OpenOptions::default()).unwrap());
+    let def = WorkflowDef::from_json(r#"{"name":"order","steps":[{"name":"reserve","agent":"svc"}]}"#).unwrap();
+    store.register_workflow(&def).await.unwrap();
+    let config =
+        EngineConfig { submit: SubmitConfig { writers: Some(writers), max_batch: 512 }, ..EngineConfig::default() };
+    (Engine::builder(store.clone(), InstanceId::new("group-1").unwrap()).config(config).build().unwrap(), store)
+}
+
+#[tokio::test]
+async fn concurrent_submissions_share_one_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, store) = engine(&dir, 1).await;
+    let done = join_all((0..64).map(|i| engine.submit(task(&format!("order-{i}"), json!({"n": i}))))).await;
+    let ids: std::collections::BTreeSet<_> =
+        done.into_iter().map(|s| s.unwrap()).map(|s| (s.task_id, s.created)).collect();
+    assert_eq!(ids.len(), 64, "64 tasks, each created once");
+    assert!(ids.iter().all(|(_, created)| *created));
+    let m = engine.metrics();
+    assert_eq!((m.submit_batches, m.submitted), (1, 64), "one transaction wrote the 64");
+    for i in [0, 63] {
+        let t = store.find_task_by_key(&format!("order-{i}")).await.unwrap().expect("written");
+        assert_eq!(t.input, json!({"n": i}));
+    }
+}
+
+#[tokio::test]
+async fn each_submission_keeps_its_own_outcome_in_a_refused_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, _store) = engine(&dir, 1).await;
+    let first = engine.submit(task("taken", json!({"a": 1}))).await.unwrap();
+    assert!(first.created);
+    let batch = vec![
+        task("fresh-1", json!({})),
+        task("taken", json!({"a": 2})), // another input under a used key: refused alone
+        task("dup", json!({"d": 1})),
+        task("taken", json!({"a": 1})), // the same submission again: the same task back
+        task("dup", json!({"d": 1})),
+        task("fresh-2", json!({})),
+    ];
+    let out = join_all(batch.into_iter().map(|t| engine.submit(t))).await;
+    let m = engine.metrics();
+    assert_eq!((m.submit_batches, m.submitted), (2, 7), "the six went to the store as one batch");
+    assert!(out[0].as_ref().unwrap().created);
+    assert!(matches!(&out[1], Err(EngineError::Store(StoreError::Conflict(m))) if m.contains("taken")), "{:?}", out[1]);
+    let (d1, d2) = (out[2].as_ref().unwrap(), out[4].as_ref().unwrap());
+    assert_eq!(d1.task_id, d2.task_id, "one key, one task");
+    assert!(d1.created ^ d2.created, "created once: {d1:?} {d2:?}");
+    let again = out[3].as_ref().unwrap();
+    assert_eq!((again.task_id, again.created), (first.task_id, false));
+    assert!(out[5].as_ref().unwrap().created);
+}
+
+#[tokio::test]
+async fn an_invalid_task_is_refused_before_it_joins_a_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, _store) = engine(&dir, 1).await;
+    let out =
+        join_all([task("", json!({})), task("ok", json!({})), task("bad-input", json!([1]))].map(|t| engine.submit(t)))
+            .await;
+    assert!(matches!(out[0], Err(EngineError::Store(StoreError::InvalidInput(_)))), "{:?}", out[0]);
+    assert!(out[1].as_ref().unwrap().created);
+    assert!(matches!(out[2], Err(EngineError::Store(StoreError::InvalidInput(_)))), "{:?}", out[2]);
+    assert_eq!(engine.metrics().submitted, 1, "only the valid task reached the queue");
+}
+
+#[tokio::test]
+async fn grouping_off_writes_each_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, _store) = engine(&dir, 0).await;
+    let out = join_all((0..8).map(|i| engine.submit(task(&format!("k{i}"), json!({}))))).await;
+    assert!(out.iter().all(|s| s.as_ref().unwrap().created));
+    assert_eq!(engine.metrics().submit_batches, 0);
+}
