@@ -104,13 +104,20 @@ fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A service for the `svc` agent: `/ok` answers at once; `/fail` refuses for good (422), after
-/// a moment, so that an action that sends a step to run reads its task still running.
+/// A service for the `svc` agent: `/slow` answers after a moment, `/fail` refuses for good (422)
+/// after a moment: an action that sends a step to run reads its task still running, however
+/// soon the scheduler (which the API path wakes) claims the step.
 async fn service() -> String {
     use axum::http::StatusCode;
     use axum::routing::post;
     let app = axum::Router::new()
-        .route("/ok", post(|| async { "{\"ok\":true}" }))
+        .route(
+            "/slow",
+            post(|| async {
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                "{\"ok\":true}"
+            }),
+        )
         .route(
             "/fail",
             post(|| async {
@@ -129,12 +136,12 @@ name: gate
 description: waits for an approval, then ships
 steps:
   - {name: approval, kind: wait, signal: approve}
-  - {name: ship, agent: svc, config: {url: /ok}, timeout: 5s}
+  - {name: ship, agent: svc, config: {url: /slow}, timeout: 5s}
 "#;
 
 const CHARGE: &str = r#"{"name": "charge", "steps": [
     {"name": "pay", "agent": "svc", "config": {"url": "/fail"}, "timeout": "5s"},
-    {"name": "receipt", "agent": "svc", "config": {"url": "/ok"}, "timeout": "5s"}]}"#;
+    {"name": "receipt", "agent": "svc", "config": {"url": "/slow"}, "timeout": "5s"}]}"#;
 
 /// Starts a task each way (keys `KEY-db` and `KEY-api`); their ids.
 fn start_twins(b: &Both, workflow: &str, key: &str) -> (String, String) {
