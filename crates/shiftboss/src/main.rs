@@ -30,7 +30,7 @@ struct Cli {
     #[arg(long, global = true, env = "SHIFTBOSS_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// The longest one request to --server may take, connecting included (at most 5 s of it).
-    #[arg(long, global = true, env = "SHIFTBOSS_SERVER_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, global = true, env = "SHIFTBOSS_SERVER_TIMEOUT", default_value = "60s", value_name = "DURATION", value_parser = humantime::parse_duration)]
     server_timeout: Duration,
     /// A PEM file of CA certificates to trust, besides the system's, for an https:// --server.
     #[arg(long, global = true, env = "SHIFTBOSS_SERVER_CA", value_name = "FILE")]
