@@ -84,9 +84,11 @@ impl Both {
         let give_up = Instant::now() + Duration::from_secs(30);
         loop {
             let v = self.view(task);
-            let moving = v["steps"].as_array().unwrap().iter().any(|s| {
-                s["kind"] == "agent" && (s["state"] == "pending" || s["state"] == "processing")
-            });
+            let moving = v["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["kind"] == "agent" && (s["state"] == "pending" || s["state"] == "processing"));
             if v["state"] == state && !moving {
                 return v;
             }
@@ -302,8 +304,11 @@ async fn both_ways(db: String, logs: &Path) {
     let tokens = b.api(&["tokens", "list"]);
     assert_eq!(tokens.status.code(), Some(2));
     assert!(err(&tokens).contains("store only"), "{}", err(&tokens));
-    let two =
-        bin().args(["--server", &b.url, "--db", &b.db, "tasks", "list"]).env("SHIFTBOSS_TOKEN", &b.token).output().unwrap();
+    let two = bin()
+        .args(["--server", &b.url, "--db", &b.db, "tasks", "list"])
+        .env("SHIFTBOSS_TOKEN", &b.token)
+        .output()
+        .unwrap();
     assert_eq!(two.status.code(), Some(2));
     assert!(err(&two).contains("both set"), "{}", err(&two));
     let no_token = bin().args(["--server", &b.url, "tasks", "list"]).output().unwrap();

@@ -165,7 +165,8 @@ impl Backend for ApiBackend {
         if let Ok(id) = task.parse::<i64>() {
             return Ok(Some(TaskId(id)));
         }
-        let view: Option<TaskView> = self.api.find(&["v1", "tasks", "by-key", task], &[("events_limit", "0".into())]).await?;
+        let view: Option<TaskView> =
+            self.api.find(&["v1", "tasks", "by-key", task], &[("events_limit", "0".into())]).await?;
         Ok(view.and_then(|v| wire::task_id(&v.task.id)))
     }
 

@@ -50,7 +50,9 @@ pub enum ClientError {
     /// An error answer that is not a problem (a proxy in front of the server, say).
     #[error("HTTP {status} from the server at {url}: {body}")]
     Http { status: u16, url: String, body: String },
-    #[error("the server's answer to {what} is not what this CLI reads: {why} (is --server a shiftboss server of this version?)")]
+    #[error(
+        "the server's answer to {what} is not what this CLI reads: {why} (is --server a shiftboss server of this version?)"
+    )]
     Answer { what: String, why: String },
 }
 
@@ -193,7 +195,12 @@ impl ApiClient {
         match status {
             StatusCode::UNAUTHORIZED => ClientError::Unauthorized { code: p.code, detail: p.detail },
             StatusCode::FORBIDDEN => ClientError::Forbidden { code: p.code, detail: p.detail },
-            _ => ClientError::Problem { status: status.as_u16(), code: p.code, detail: p.detail, request_id: p.request_id },
+            _ => ClientError::Problem {
+                status: status.as_u16(),
+                code: p.code,
+                detail: p.detail,
+                request_id: p.request_id,
+            },
         }
     }
 }

@@ -13,8 +13,8 @@ use shiftboss_server::routes::bulk::BulkDone;
 use shiftboss_server::routes::jobs::Resubmitted;
 use shiftboss_server::wire::{Acted, Event, Job, Registered, StepActed, Submitted, Task, TaskView, Workflow};
 use shiftboss_store::{
-    BulkOperate, JobQuery, JobRef, ListTasks, OperateTask, RegisterOutcome, ResubmitJobs, ResubmitStep, Store,
-    SubmitTask, TaskDetail, MAX_BULK_TASKS,
+    BulkOperate, JobQuery, JobRef, ListTasks, MAX_BULK_TASKS, OperateTask, RegisterOutcome, ResubmitJobs, ResubmitStep,
+    Store, SubmitTask, TaskDetail,
 };
 use std::sync::Arc;
 use tokio::sync::OnceCell;

@@ -98,7 +98,9 @@ impl BulkArgs {
             }
         }
         if r.more {
-            println!("more tasks match than --limit {limit}: only the oldest {limit} were taken; run again for the rest");
+            println!(
+                "more tasks match than --limit {limit}: only the oldest {limit} were taken; run again for the rest"
+            );
         }
         Ok(())
     }
