@@ -26,16 +26,25 @@ use shiftboss_store::{
 
 pub struct ApiBackend {
     api: ApiClient,
+    /// Items asked for per page: the API's most, but for tests of the paging itself.
+    page: u32,
 }
 
 impl ApiBackend {
     pub fn new(target: &ServerTarget) -> Result<ApiBackend, ClientError> {
-        Ok(ApiBackend { api: ApiClient::new(target)? })
+        Ok(ApiBackend { api: ApiClient::new(target)?, page: MAX_PAGE })
+    }
+
+    /// Reads in pages of `n` (1 to the API's most): a test sees the paging at work without a
+    /// thousand tasks.
+    pub fn page_size(mut self, n: u32) -> ApiBackend {
+        self.page = n.clamp(1, MAX_PAGE);
+        self
     }
 
     /// A task by id or key, with its first page of events.
     async fn task_first_page(&self, task: &str) -> Result<Option<TaskView>, ClientError> {
-        let q = [("events_limit", MAX_PAGE.to_string())];
+        let q = [("events_limit", self.page.to_string())];
         match wire::parse_id(task) {
             Some(_) => self.api.find(&["v1", "tasks", task], &q).await,
             None => self.api.find(&["v1", "tasks", "by-key", task], &q).await,
@@ -46,7 +55,7 @@ impl ApiBackend {
     async fn events_from(&self, id: &str, mut after: Option<String>) -> Result<Vec<Event>, ClientError> {
         let mut out = Vec::new();
         loop {
-            let mut q = vec![("limit", MAX_PAGE.to_string())];
+            let mut q = vec![("limit", self.page.to_string())];
             if let Some(a) = &after {
                 q.push(("after", a.clone()));
             }
@@ -129,7 +138,7 @@ impl Backend for ApiBackend {
         let mut out: Vec<Task> = Vec::new();
         let mut before = p.before.map(|b| b.to_string());
         while out.len() < p.limit as usize {
-            let want = (p.limit as usize - out.len()).min(MAX_PAGE as usize);
+            let want = (p.limit as usize - out.len()).min(self.page as usize);
             let q = query(vec![
                 ("state", f.state.clone()),
                 ("workflow", f.workflow.clone()),
@@ -234,7 +243,7 @@ impl Backend for ApiBackend {
         let mut out: Vec<Job> = Vec::new();
         let mut before = q.before.map(|b| b.to_string());
         while out.len() < q.limit as usize {
-            let want = (q.limit as usize - out.len()).min(MAX_PAGE as usize);
+            let want = (q.limit as usize - out.len()).min(self.page as usize);
             let params = query(vec![
                 ("history", (q.place == JobPlace::History).then(|| "true".to_owned())),
                 ("handler", q.handler.clone()),
