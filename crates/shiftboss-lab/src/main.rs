@@ -58,7 +58,11 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             file.apply_env()?;
             args.without_api_by_default().run(&db()?, &file).await.map(|()| true)
         }
-        Command::Tasks(c) => c.run(&db()?).await.map(|()| true),
+        Command::Tasks(c) => {
+            // The product's direct path, as `shiftboss --db` runs it (no --config: no [client]).
+            let direct = shiftboss::backend::StoreBackend::new(db()?, FileConfig::default().client());
+            c.run(&direct).await.map(|()| true)
+        }
     }
 }
 

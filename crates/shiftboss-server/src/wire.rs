@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shiftboss_core::model::{EventRecord, StepRecord, TaskRecord};
+use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{TaskId, Timestamp};
 use shiftboss_store::{JobRecord, TaskDetail, WorkflowSummary};
 use utoipa::ToSchema;
@@ -206,7 +207,7 @@ pub struct EventPage {
 }
 
 /// A task to run.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitTask {
     /// The application's own id for the task (1 to 200 bytes). The same key with the same
@@ -236,7 +237,7 @@ pub struct Submitted {
 }
 
 /// An operator's action that takes only a reason.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Reason {
     /// Why, for the event log (at most 1,000 bytes).
@@ -244,7 +245,7 @@ pub struct Reason {
 }
 
 /// Run again from a step instance: it and every step started after it.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Rerun {
     /// The step instance to run again from.
@@ -253,23 +254,31 @@ pub struct Rerun {
 }
 
 /// A step instance counts as processed with this output, without running.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Skip {
     pub step: String,
-    #[serde(default)]
-    pub output: Option<Value>,
+    /// The step's output; `{}` when left out (an explicit `null` stays null).
+    #[serde(default = "empty_object")]
+    pub output: Value,
     pub reason: String,
 }
 
 /// Ends a wait: the wait step of this name, or waiting for a signal of this name.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Signal {
     pub name: String,
-    #[serde(default)]
-    pub payload: Option<Value>,
+    /// The wait step's output; `{}` when left out (an explicit `null` stays null).
+    #[serde(default = "empty_object")]
+    pub payload: Value,
     pub reason: String,
+}
+
+/// A JSON value left out of a request: `{}`. A field defaulted this way, rather than as an
+/// `Option`, keeps an explicit `null` apart from a missing field, as the CLI's direct path does.
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
 }
 
 /// What an operator's action did.
@@ -313,6 +322,19 @@ pub struct Registered {
     pub definition: Value,
 }
 
+impl Registered {
+    /// What registering `def` did (`outcome`: created, unchanged or valid), with the importer's notes.
+    pub fn new(def: &WorkflowDef, outcome: &str, notes: Vec<String>) -> Registered {
+        Registered {
+            name: def.name.clone(),
+            version: def.version,
+            outcome: outcome.to_owned(),
+            notes,
+            definition: serde_json::to_value(def).unwrap_or_default(),
+        }
+    }
+}
+
 /// A retry job (M1): a one-step task of its handler.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Job {
@@ -321,6 +343,8 @@ pub struct Job {
     pub handler: String,
     /// pending, running, succeeded, given_up or cancelled.
     pub state: String,
+    /// Its load-balance bucket (0 to 255): the servers that own it claim it.
+    pub bucket: u16,
     pub priority: i32,
     pub params: Value,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -344,6 +368,7 @@ impl From<JobRecord> for Job {
             key: j.key,
             handler: j.handler,
             state: j.state.as_str().to_owned(),
+            bucket: j.bucket,
             priority: j.priority,
             params: j.params,
             output: j.output,

@@ -3,12 +3,15 @@
 //! The modules live in the library (`lib.rs`), which the lab reuses; the chaos harness and the
 //! benchmark drivers are the lab's binary, `shiftboss-lab`, not this one.
 
+use anyhow::bail;
 use clap::{Parser, Subcommand};
+use shiftboss::backend::{ApiBackend, ServerTarget, StoreBackend};
 use shiftboss::config::FileConfig;
 use shiftboss::target::{self, DbTarget};
 use shiftboss::{commands, demo};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(Debug, Parser)]
 #[command(name = "shiftboss", version, about = "A durable workflow engine: every task seen through to the end.")]
@@ -16,6 +19,22 @@ struct Cli {
     /// The state store: a SQLite file (PATH or sqlite:PATH), or postgres://... [default: ./shiftboss.db]
     #[arg(long, global = true, env = "SHIFTBOSS_DB")]
     db: Option<String>,
+    /// A running server's HTTP API (http://HOST:PORT, or https://): the operator commands
+    /// (workflows, tasks, steps, jobs) go through it instead of opening the store, and print the
+    /// same. Not with --db. Actions are recorded as the token's name, so --actor is refused.
+    /// `tokens`, `migrate`, `serve` and `demo` work on the store only.
+    #[arg(long, global = true, env = "SHIFTBOSS_SERVER", value_name = "URL")]
+    server: Option<String>,
+    /// The API token for --server (made by `shiftboss tokens create`). Prefer the variable: a
+    /// command line is visible to the machine's other users.
+    #[arg(long, global = true, env = "SHIFTBOSS_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// The longest one request to --server may take, connecting included (at most 5 s of it).
+    #[arg(long, global = true, env = "SHIFTBOSS_SERVER_TIMEOUT", default_value = "60s", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    server_timeout: Duration,
+    /// A PEM file of CA certificates to trust, besides the system's, for an https:// --server.
+    #[arg(long, global = true, env = "SHIFTBOSS_SERVER_CA", value_name = "FILE")]
+    server_ca: Option<PathBuf>,
     /// A TOML config file; flags and environment variables override what it says.
     #[arg(long, global = true, env = "SHIFTBOSS_CONFIG")]
     config: Option<PathBuf>,
@@ -54,7 +73,8 @@ enum Command {
     /// Retry jobs: enqueue, list, show, search history, resubmit.
     #[command(subcommand)]
     Jobs(commands::jobs::JobsCommand),
-    /// API tokens for the HTTP API: create (the secret is shown once), list, revoke.
+    /// API tokens for the HTTP API: create (the secret is shown once), list, revoke. On the store
+    /// only (--db), never through --server: a token is what reaches the API in the first place.
     #[command(subcommand)]
     Tokens(commands::tokens::TokensCommand),
 }
@@ -65,17 +85,47 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         None => FileConfig::default(),
     };
     file.apply_env()?;
+    if let Some(url) = cli.server.clone() {
+        return run_remote(cli, &url).await;
+    }
     let db = cli.db.clone().or_else(|| file.db.clone()).unwrap_or_else(|| target::DEFAULT_DB.to_owned());
     let db = DbTarget::parse(&db)?;
+    let direct = || StoreBackend::new(db.clone(), file.client());
     match cli.command {
         Command::Demo(args) => demo::run(&db, args).await,
         Command::Serve(args) => args.run(&db, &file).await.map(|()| true),
         Command::Migrate => commands::migrate::run(&db).await.map(|()| true),
-        Command::Workflows(c) => c.run(&db).await.map(|()| true),
-        Command::Tasks(c) => c.run(&db).await.map(|()| true),
-        Command::Steps(c) => c.run(&db).await.map(|()| true),
-        Command::Jobs(c) => c.run(&db, &file).await.map(|()| true),
+        Command::Workflows(c) => c.run(&direct()).await.map(|()| true),
+        Command::Tasks(c) => c.run(&direct()).await.map(|()| true),
+        Command::Steps(c) => c.run(&direct()).await.map(|()| true),
+        Command::Jobs(c) => c.run(&direct()).await.map(|()| true),
         Command::Tokens(c) => c.run(&db).await.map(|()| true),
+    }
+}
+
+/// An operator command through a server's API (`--server`).
+async fn run_remote(cli: Cli, url: &str) -> anyhow::Result<bool> {
+    if cli.db.is_some() {
+        bail!(
+            "--server and --db (or SHIFTBOSS_SERVER and SHIFTBOSS_DB) are both set: choose one \
+             (--server goes through a server's API, --db opens the store itself)"
+        );
+    }
+    let Some(token) = cli.token.filter(|t| !t.trim().is_empty()) else {
+        bail!("--server needs a token: --token or SHIFTBOSS_TOKEN (`shiftboss tokens create` makes one)");
+    };
+    let target = ServerTarget { url: url.to_owned(), token, timeout: cli.server_timeout, ca_bundle: cli.server_ca };
+    let api = || ApiBackend::new(&target);
+    match cli.command {
+        Command::Workflows(c) => c.run(&api()?).await.map(|()| true),
+        Command::Tasks(c) => c.run(&api()?).await.map(|()| true),
+        Command::Steps(c) => c.run(&api()?).await.map(|()| true),
+        Command::Jobs(c) => c.run(&api()?).await.map(|()| true),
+        // Tokens are how the API is reached at all: they are made on the store, by its admin.
+        Command::Tokens(_) => bail!("`shiftboss tokens` works on the store only: use --db, not --server"),
+        Command::Demo(_) => bail!("`shiftboss demo` works on the store only: use --db, not --server"),
+        Command::Serve(_) => bail!("`shiftboss serve` works on the store only: use --db, not --server"),
+        Command::Migrate => bail!("`shiftboss migrate` works on the store only: use --db, not --server"),
     }
 }
 

@@ -112,11 +112,11 @@ fn an_operator_resubmits_a_failed_step_and_the_task_completes() {
     assert!(list.contains("order-000001") && list.contains("order-000002"), "{list}");
     let show = text(&run(&db, &["tasks", "show", "order-000001", "--json"]));
     let v: serde_json::Value = serde_json::from_str(&show).unwrap();
-    assert_eq!(v["task"]["state"], "failed");
+    assert_eq!(v["state"], "failed");
     let step = &v["steps"][0];
     assert_eq!(step["state"], "error");
     assert!(v["events"].as_array().unwrap().iter().any(|e| e["kind"] == "step.error" && e["level"] == "alert"));
-    let step_id = step["id"].as_i64().unwrap().to_string();
+    let step_id = step["id"].as_str().unwrap().to_owned();
 
     let again = run(&db, &["steps", "resubmit", &step_id, "--actor", "ops", "--reason", "restocked"]);
     assert!(again.status.success(), "{}", text(&again));
@@ -125,14 +125,14 @@ fn an_operator_resubmits_a_failed_step_and_the_task_completes() {
     assert!(out.status.success(), "{}", text(&out));
     let v: serde_json::Value =
         serde_json::from_str(&text(&run(&db, &["tasks", "show", "order-000001", "--json"]))).unwrap();
-    assert_eq!(v["task"]["state"], "completed");
+    assert_eq!(v["state"], "completed");
     assert!(v["events"].as_array().unwrap().iter().any(|e| e["kind"] == "step.resubmitted" && e["actor"] == "ops"));
 
     // Resubmitting a processed step, or cancelling a completed task, is refused and changes nothing.
     let o = run(&db, &["steps", "resubmit", &step_id]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("only a step in error can be resubmitted"), "{}", text(&o));
-    let task_id = v["task"]["id"].as_i64().unwrap().to_string();
+    let task_id = v["id"].as_str().unwrap().to_owned();
     let o = run(&db, &["tasks", "cancel", &task_id]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("already ended (completed)"), "{}", text(&o));

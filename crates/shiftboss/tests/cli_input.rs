@@ -85,7 +85,7 @@ fn json_flags_take_a_file_or_standard_input() {
     let blob = "x".repeat(300_000);
     let input = file(dir.path(), "input.json", &serde_json::json!({"blob": blob}).to_string());
     ok(&db, &["tasks", "start", "gate", "--key", "big", "--input", &at(&input)]);
-    assert_eq!(show(&db, "big")["task"]["input"]["blob"].as_str().map(str::len), Some(300_000));
+    assert_eq!(show(&db, "big")["input"]["blob"].as_str().map(str::len), Some(300_000));
 
     let mut child = bin(&db)
         .args(["tasks", "start", "gate", "--key", "piped", "--input", "@-"])
@@ -97,12 +97,12 @@ fn json_flags_take_a_file_or_standard_input() {
     child.stdin.take().unwrap().write_all(br#"{"from": "stdin"}"#).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(show(&db, "piped")["task"]["input"]["from"], "stdin");
+    assert_eq!(show(&db, "piped")["input"]["from"], "stdin");
 
     let answer = file(dir.path(), "answer.json", r#"{"ok": true, "by": "ann"}"#);
     ok(&db, &["tasks", "signal", "big", "approve", "--data", &at(&answer)]);
     let big = show(&db, "big");
-    assert_eq!((big["task"]["state"].as_str(), &big["task"]["output"]["by"]), (Some("completed"), &"ann".into()));
+    assert_eq!((big["state"].as_str(), &big["output"]["by"]), (Some("completed"), &"ann".into()));
 
     let params = file(dir.path(), "params.json", r#"{"to": "ann@example.com"}"#);
     let out = ok(&db, &["jobs", "enqueue", "mail", "--params", &at(&params), "--key", "mail-1"]);
@@ -206,23 +206,23 @@ fn tasks_bulk_counts_first_then_cancels_listing_refusals() {
         ok(&db, &["tasks", "start", "gate", "--key", key]);
     }
     ok(&db, &["tasks", "signal", "b-2", "approve"]);
-    assert_eq!(show(&db, "b-2")["task"]["state"], "completed");
+    assert_eq!(show(&db, "b-2")["state"], "completed");
 
     let dry = ok(&db, &["tasks", "bulk", "cancel", "--key-prefix", "b-", "--dry-run"]);
     assert!(dry.contains("3 tasks match; nothing changed"), "{dry}");
-    assert_eq!(show(&db, "b-1")["task"]["state"], "running");
+    assert_eq!(show(&db, "b-1")["state"], "running");
 
     let out = ok(&db, &["tasks", "bulk", "cancel", "--key-prefix", "b-", "--reason", "bad batch", "--actor", "ann"]);
     assert!(out.contains("3 tasks matched, 2 done, 1 refused"), "{out}");
-    let b2 = show(&db, "b-2")["task"]["id"].as_i64().unwrap();
+    let b2 = show(&db, "b-2")["id"].as_str().unwrap().to_owned();
     assert!(out.contains(&format!("task {b2}: ")), "the refused task is named: {out}");
     for key in ["b-1", "b-3"] {
         let v = show(&db, key);
-        assert_eq!(v["task"]["state"], "cancelled", "{key}");
+        assert_eq!(v["state"], "cancelled", "{key}");
         let by_ann = v["events"].as_array().unwrap().iter().any(|e| e["actor"] == "ann");
         assert!(by_ann, "{key}: {v}");
     }
-    assert_eq!(show(&db, "keep")["task"]["state"], "running");
+    assert_eq!(show(&db, "keep")["state"], "running");
 
     let capped = ok(&db, &["tasks", "bulk", "retry", "--key-prefix", "b-", "--limit", "1", "--dry-run"]);
     assert!(capped.contains("1 tasks match") && capped.contains("more tasks match"), "{capped}");

@@ -68,7 +68,7 @@ fn a_yaml_workflow_is_applied_started_and_released_by_a_signal() {
 
     assert!(ok(&db, &["tasks", "start", "gate", "--key", "g-1", "--input", "{}"]).contains("started"));
     let t = show(&db, "g-1");
-    assert_eq!((t["task"]["state"].as_str(), t["steps"][0]["state"].as_str()), (Some("running"), Some("processing")));
+    assert_eq!((t["state"].as_str(), t["steps"][0]["state"].as_str()), (Some("running"), Some("processing")));
 
     let wrong = run(&db, &["tasks", "signal", "g-1", "reject"]);
     assert_eq!(wrong.status.code(), Some(2), "{}", text(&wrong));
@@ -78,13 +78,13 @@ fn a_yaml_workflow_is_applied_started_and_released_by_a_signal() {
         ok(&db, &["tasks", "signal", "g-1", "approve", "--data", r#"{"ok": true, "by": "ann"}"#, "--actor", "bob"]);
     assert!(out.contains("now completed"), "{out}");
     let t = show(&db, "g-1");
-    assert_eq!(t["task"]["output"], serde_json::json!({"by": "ann"}));
+    assert_eq!(t["output"], serde_json::json!({"by": "ann"}));
     let ended = t["events"].as_array().unwrap().iter().find(|e| e["kind"] == "wait.ended").expect("recorded");
     assert_eq!(ended["actor"], "bob");
 
     ok(&db, &["tasks", "start", "gate", "--key", "g-2"]);
     ok(&db, &["tasks", "signal", "g-2", "approve", "--data", r#"{"ok": false}"#]);
-    assert_eq!(show(&db, "g-2")["task"]["state"], "failed", "the default case terminates as failed");
+    assert_eq!(show(&db, "g-2")["state"], "failed", "the default case terminates as failed");
 }
 
 #[test]

@@ -8,7 +8,6 @@ use crate::query::Path;
 use crate::state::AppState;
 use crate::wire::{self, Acted, Reason, Rerun, Signal, Skip, StepActed};
 use axum::extract::State;
-use serde_json::json;
 use shiftboss_core::StepId;
 use shiftboss_store::{OperateTask, ResubmitStep, TaskCommand};
 use utoipa_axum::router::OpenApiRouter;
@@ -105,7 +104,7 @@ async fn skip(
     Path(id): Path<String>,
     Json(r): Json<Skip>,
 ) -> Result<Json<Acted>, ApiError> {
-    let command = TaskCommand::Skip { step: r.step, output: r.output.unwrap_or_else(|| json!({})) };
+    let command = TaskCommand::Skip { step: r.step, output: r.output };
     act(&state, &principal, &id, r.reason, command).await.map(Json)
 }
 
@@ -119,7 +118,7 @@ async fn signal(
     Path(id): Path<String>,
     Json(r): Json<Signal>,
 ) -> Result<Json<Acted>, ApiError> {
-    let command = TaskCommand::Signal { name: r.name, payload: r.payload.unwrap_or_else(|| json!({})) };
+    let command = TaskCommand::Signal { name: r.name, payload: r.payload };
     act(&state, &principal, &id, r.reason, command).await.map(Json)
 }
 

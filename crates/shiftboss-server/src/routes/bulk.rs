@@ -10,7 +10,7 @@ use crate::routes::tasks::FilterParams;
 use crate::state::AppState;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use shiftboss_store::{BulkCommand, BulkOperate};
+use shiftboss_store::{BulkCommand, BulkOperate, BulkReport};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -23,22 +23,22 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(bulk))
 }
 
-/// A bulk action.
-#[derive(Debug, Deserialize, ToSchema)]
+/// A bulk action. (Serialize too: the CLI's API client sends this very type.)
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BulkRequest {
     /// Which tasks (every filter given must match); `{}` matches every task.
     #[serde(default)]
-    filter: FilterParams,
+    pub filter: FilterParams,
     /// Why, for each task's event log.
-    reason: String,
+    pub reason: String,
     /// Count only: change nothing.
     #[serde(default)]
-    dry_run: bool,
+    pub dry_run: bool,
     /// At most this many tasks, oldest first (1 to 1000, default 1000).
     #[serde(default)]
     #[schema(minimum = 1, maximum = 1000)]
-    limit: Option<u32>,
+    pub limit: Option<u32>,
 }
 
 /// One task the action could not act on (it changed nothing there).
@@ -104,21 +104,28 @@ async fn bulk(
     if report.acted > 0 {
         state.engine.wake();
     }
-    let failures = report
-        .failures
-        .into_iter()
-        .map(|f| {
-            let e = ApiError::from(f.error);
-            BulkFailure { task_id: f.task_id.to_string(), code: e.code.to_owned(), detail: e.detail }
-        })
-        .collect();
-    Ok(Json(BulkDone {
-        action: command.as_str().to_owned(),
-        dry_run: r.dry_run,
-        matched: report.matched,
-        more: report.more,
-        acted: report.acted,
-        failed: report.failed,
-        failures,
-    }))
+    Ok(Json(BulkDone::new(command, r.dry_run, report)))
+}
+
+impl BulkDone {
+    /// The answer for a store's report (the CLI's direct path renders the same).
+    pub fn new(command: BulkCommand, dry_run: bool, report: BulkReport) -> BulkDone {
+        let failures = report
+            .failures
+            .into_iter()
+            .map(|f| {
+                let e = ApiError::from(f.error);
+                BulkFailure { task_id: f.task_id.to_string(), code: e.code.to_owned(), detail: e.detail }
+            })
+            .collect();
+        BulkDone {
+            action: command.as_str().to_owned(),
+            dry_run,
+            matched: report.matched,
+            more: report.more,
+            acted: report.acted,
+            failed: report.failed,
+            failures,
+        }
+    }
 }

@@ -33,37 +33,41 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(resubmit_jobs))
 }
 
-/// A job to enqueue.
-#[derive(Debug, Deserialize, ToSchema)]
+/// A job to enqueue. (Serialize too: the CLI's API client sends this very type.)
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewJob {
     /// The agent type that runs it.
-    handler: String,
+    pub handler: String,
     /// The handler's parameters: a JSON object (default `{}`).
     #[serde(default)]
-    params: Option<Value>,
+    pub params: Option<Value>,
     /// A unique key: the same key again (live or in history) gives back the same job when the
     /// handler and params match, and 409 otherwise.
     #[serde(default)]
-    key: Option<String>,
+    pub key: Option<String>,
     /// Not before this time (RFC 3339).
     #[serde(default)]
-    due_at: Option<String>,
+    pub due_at: Option<String>,
     /// Not before this long after the enqueue, by the store's clock: milliseconds, or text like "30s".
     #[serde(default, with = "serde_duration::option")]
     #[schema(value_type = Option<String>)]
-    delay: Option<Duration>,
+    pub delay: Option<Duration>,
     /// The retry policy; the server's policy for the handler when none.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
-    retry: Option<RetryPolicy>,
+    pub retry: Option<RetryPolicy>,
     /// The complete-by window of each try (default 30 s): milliseconds, or text like "30s".
     #[serde(default, with = "serde_duration::option")]
     #[schema(value_type = Option<String>)]
-    timeout: Option<Duration>,
+    pub timeout: Option<Duration>,
     /// A higher priority is claimed first.
     #[serde(default)]
-    priority: i32,
+    pub priority: i32,
+    /// The load-balance bucket (0 to 255); the server's balance strategy picks one when none.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 255)]
+    pub bucket: Option<u16>,
 }
 
 /// Jobs enqueued together, in one transaction: all or none.
@@ -91,7 +95,7 @@ fn to_store(state: &AppState, j: NewJob) -> Result<(shiftboss_store::EnqueueJob,
         retry: j.retry,
         timeout: j.timeout,
         priority: j.priority,
-        bucket: None,
+        bucket: j.bucket,
         unique_key: j.key.clone(),
     };
     let job = state.engine.jobs().job(&j.handler, j.params.unwrap_or_else(|| serde_json::json!({})), o);
@@ -235,26 +239,33 @@ async fn get_job_by_key(State(state): State<AppState>, Path(key): Path<String>) 
 }
 
 /// Given-up jobs to send back to run: a filter (state is given_up unless named), a reason, and
-/// whether only to count them.
-#[derive(Debug, Deserialize, ToSchema)]
+/// whether only to count them. (Serialize too: the CLI's API client sends this very type.)
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResubmitRequest {
     #[serde(default)]
-    id: Option<String>,
+    pub id: Option<String>,
     #[serde(default)]
-    handler: Option<String>,
+    pub handler: Option<String>,
     #[serde(default)]
-    from: Option<String>,
+    pub from: Option<String>,
     #[serde(default)]
-    to: Option<String>,
+    pub to: Option<String>,
     #[serde(default)]
-    reason_contains: Option<String>,
+    pub reason_contains: Option<String>,
     /// Count only: change nothing.
     #[serde(default)]
-    dry_run: bool,
+    pub dry_run: bool,
+    /// At most this many jobs (1 to 10,000, the default).
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 10000)]
+    pub limit: Option<u32>,
     /// Why, for the event log.
-    reason: String,
+    pub reason: String,
 }
+
+/// The most jobs one resubmission takes.
+pub const MAX_RESUBMIT: u32 = limits::MAX_PAGE * 10;
 
 /// What a resubmission did (or, dry, would do).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -287,8 +298,12 @@ async fn resubmit_jobs(
         before: None,
         limit: None,
     };
-    let query =
-        JobQuery { id, limit: limits::MAX_PAGE * 10, ..filter.query().map_err(|e| ApiError::invalid(e.detail))? };
+    let limit = match r.limit {
+        None => MAX_RESUBMIT,
+        Some(n) if (1..=MAX_RESUBMIT).contains(&n) => n,
+        Some(_) => return Err(ApiError::invalid(format!("limit: 1 to {MAX_RESUBMIT}"))),
+    };
+    let query = JobQuery { id, limit, ..filter.query().map_err(|e| ApiError::invalid(e.detail))? };
     let report = state
         .store()
         .resubmit_jobs(ResubmitJobs { query, dry_run: r.dry_run, actor: principal.name.clone(), reason: r.reason })

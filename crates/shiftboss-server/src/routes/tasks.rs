@@ -52,7 +52,7 @@ async fn submit_task(
 
 /// Which tasks: every filter given must match. Times are RFC 3339; each range takes its `from`
 /// and leaves out its `to`.
-#[derive(Debug, Default, Deserialize, ToSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FilterParams {
     /// Only tasks in this state.

@@ -86,13 +86,7 @@ async fn register(state: &AppState, req: Request, dry_run: bool) -> Result<Respo
             RegisterOutcome::Unchanged => (StatusCode::OK, "unchanged"),
         }
     };
-    let body = Registered {
-        name: def.name.clone(),
-        version: def.version,
-        outcome: outcome.to_owned(),
-        notes,
-        definition: serde_json::to_value(&def).unwrap_or_default(),
-    };
+    let body = Registered::new(&def, outcome, notes);
     Ok((status, Json(body)).into_response())
 }
 

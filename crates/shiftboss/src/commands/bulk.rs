@@ -3,9 +3,10 @@
 
 use super::jobs::parse_time;
 use super::tasks::Who;
+use crate::backend::Backend;
 use clap::ValueEnum;
 use shiftboss_core::{TaskState, Timestamp};
-use shiftboss_store::{BulkCommand, BulkOperate, MAX_BULK_TASKS, Store, TaskFilter};
+use shiftboss_store::{BulkCommand, BulkOperate, MAX_BULK_TASKS, TaskFilter};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum BulkAction {
@@ -26,9 +27,10 @@ pub struct BulkArgs {
     /// Only count the tasks that match; change nothing.
     #[arg(long)]
     dry_run: bool,
-    /// At most this many tasks, oldest first.
-    #[arg(long, default_value_t = MAX_BULK_TASKS, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_BULK_TASKS)))]
-    limit: u32,
+    /// At most this many tasks, oldest first [default: 10000 on the store; with --server the
+    /// API's most, 1000].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_BULK_TASKS)))]
+    limit: Option<u32>,
     #[command(flatten)]
     who: Who,
 }
@@ -74,29 +76,22 @@ impl From<FilterArgs> for TaskFilter {
 }
 
 impl BulkArgs {
-    pub async fn run(self, store: &dyn Store) -> anyhow::Result<()> {
+    pub async fn run(self, b: &dyn Backend) -> anyhow::Result<()> {
         let command = match self.action {
             BulkAction::Cancel => BulkCommand::Cancel,
             BulkAction::Retry => BulkCommand::Retry,
             BulkAction::Resubmit => BulkCommand::Resubmit,
         };
-        let (actor, reason) = self.who.into_parts();
-        let p = BulkOperate {
-            filter: self.filter.into(),
-            command,
-            actor,
-            reason,
-            dry_run: self.dry_run,
-            limit: self.limit,
-        };
-        let r = store.bulk_operate(p).await?;
-        let what = command.as_str();
-        if self.dry_run {
-            println!("{what} (dry run): {} tasks match; nothing changed", r.matched);
+        let (actor, reason) = self.who.into_parts(b)?;
+        let limit = self.limit.unwrap_or_else(|| b.max_bulk());
+        let p = BulkOperate { filter: self.filter.into(), command, actor, reason, dry_run: self.dry_run, limit };
+        let r = b.bulk(p).await?;
+        if r.dry_run {
+            println!("{} (dry run): {} tasks match; nothing changed", r.action, r.matched);
         } else {
-            println!("{what}: {} tasks matched, {} done, {} refused", r.matched, r.acted, r.failed);
+            println!("{}: {} tasks matched, {} done, {} refused", r.action, r.matched, r.acted, r.failed);
             for f in &r.failures {
-                println!("  task {}: {}", f.task_id, f.error);
+                println!("  task {}: {}", f.task_id, f.detail);
             }
             if r.failed > r.failures.len() as u64 {
                 println!("  ... and {} more refused", r.failed - r.failures.len() as u64);
@@ -104,8 +99,7 @@ impl BulkArgs {
         }
         if r.more {
             println!(
-                "more tasks match than --limit {0}: only the oldest {0} were taken; run again for the rest",
-                self.limit
+                "more tasks match than --limit {limit}: only the oldest {limit} were taken; run again for the rest"
             );
         }
         Ok(())

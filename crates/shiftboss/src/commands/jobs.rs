@@ -1,20 +1,22 @@
 //! `shiftboss jobs ...`: retry jobs (M1-M8) from the command line: enqueue one, list the live
 //! ones, show one, search the history, resubmit given-up ones (one, or in bulk by filter).
 
-use crate::config::FileConfig;
-use crate::target::DbTarget;
+use crate::backend::Backend;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use shiftboss_core::jobs::JobState;
 use shiftboss_core::retry::RetryPolicy;
 use shiftboss_core::{TaskId, Timestamp};
-use shiftboss_engine::{JobClient, JobOptions};
-use shiftboss_store::{JobPlace, JobQuery, JobRecord, JobRef, ResubmitJobs, Store};
+use shiftboss_engine::JobOptions;
+use shiftboss_server::wire::Job;
+use shiftboss_store::{JobPlace, JobQuery, ResubmitJobs};
 use std::time::{Duration, SystemTime};
 
 #[derive(Debug, Subcommand)]
 pub enum JobsCommand {
     /// Enqueue a job: run HANDLER (an agent type) with PARAMS until it succeeds, on a retry schedule.
+    /// On the store, the config file's [client] settings choose the bucket; with --server, the
+    /// server's.
     Enqueue {
         handler: String,
         /// The handler's parameters, a JSON object: the text itself, @FILE, or @- for standard input.
@@ -58,6 +60,7 @@ pub enum JobsCommand {
     Show {
         /// The job's id or key.
         job: String,
+        /// Print JSON: {"job": the API's job, "events": its events as the API gives them}.
         #[arg(long)]
         json: bool,
     },
@@ -83,7 +86,8 @@ pub enum JobsCommand {
         /// Why, for the event log.
         #[arg(long, default_value = "resubmitted by an operator")]
         comment: String,
-        /// Who, for the event log (default: your login name).
+        /// Who, for the event log (default: your login name). Not with --server, where the actor
+        /// is the token's name.
         #[arg(long)]
         actor: Option<String>,
     },
@@ -135,8 +139,7 @@ pub(crate) fn parse_time(s: &str) -> Result<Timestamp, String> {
 }
 
 impl JobsCommand {
-    pub async fn run(self, db: &DbTarget, file: &FileConfig) -> anyhow::Result<()> {
-        let store = db.open(false).await?;
+    pub async fn run(self, b: &dyn Backend) -> anyhow::Result<()> {
         match self {
             JobsCommand::Enqueue {
                 handler,
@@ -158,22 +161,21 @@ impl JobsCommand {
                 };
                 let options =
                     JobOptions { delay, retry, timeout, priority, bucket, unique_key: key, ..JobOptions::default() };
-                let client = JobClient::new(store.clone(), file.client()?, super::default_actor())?;
-                let s = client.enqueue(&handler, params, options).await?;
-                let job = store.find_job(JobRef::Id(s.task_id)).await?.context("the job just enqueued is missing")?;
+                let actor = b.actor(None)?;
+                let (s, job) = b.enqueue_job(&handler, params, options, actor).await?;
                 let how = if s.created { "enqueued" } else { "already existed" };
                 println!("job {} ({}) {how}: {handler}, bucket {}, due {}", job.id, job.key, job.bucket, job.due_at);
             }
             JobsCommand::List { filter, state, json } => {
-                print_jobs(&store.list_jobs(filter.query(JobPlace::Live, state)).await?, json)?;
+                print_jobs(&b.list_jobs(filter.query(JobPlace::Live, state)).await?, json)?;
             }
             JobsCommand::History { filter, state, json } => {
-                print_jobs(&store.list_jobs(filter.query(JobPlace::History, state)).await?, json)?;
+                print_jobs(&b.list_jobs(filter.query(JobPlace::History, state)).await?, json)?;
             }
             JobsCommand::Show { job, json } => {
-                let job = find(&*store, &job).await?;
+                let job = find(b, &job).await?;
                 let events = match job.archived {
-                    false => store.get_task(job.id).await?.map(|d| d.events).unwrap_or_default(),
+                    false => b.task_events(job_id(&job)?).await?,
                     true => Vec::new(),
                 };
                 if json {
@@ -186,18 +188,17 @@ impl JobsCommand {
                 }
             }
             JobsCommand::Resubmit { job, filter, dry_run, comment, actor } => {
+                let actor = b.actor(actor)?;
                 let mut query = filter.query(JobPlace::Live, Some(JobState::GivenUp));
                 if let Some(job) = job {
-                    let found = find(&*store, &job).await?;
-                    if found.state != JobState::GivenUp {
+                    let found = find(b, &job).await?;
+                    if found.state != JobState::GivenUp.as_str() {
                         bail!("job {} is {}; only a given-up job can be resubmitted", found.id, found.state);
                     }
-                    query.id = Some(found.id);
+                    query.id = Some(job_id(&found)?);
                 }
-                let actor = actor.unwrap_or_else(super::default_actor);
-                let p = ResubmitJobs { query, dry_run, actor, reason: comment };
-                let r = store.resubmit_jobs(p).await?;
-                if dry_run {
+                let r = b.resubmit_jobs(ResubmitJobs { query, dry_run, actor, reason: comment }).await?;
+                if r.dry_run {
                     println!("{} given-up jobs match; none resubmitted (dry run)", r.matched);
                 } else {
                     println!("{} given-up jobs match; {} resubmitted", r.matched, r.resubmitted);
@@ -209,19 +210,19 @@ impl JobsCommand {
 }
 
 /// A job by id, or by key when the text is not a number (or no job has that id).
-async fn find(store: &dyn Store, job: &str) -> anyhow::Result<JobRecord> {
-    if let Ok(id) = job.parse::<i64>()
-        && let Some(j) = store.find_job(JobRef::Id(TaskId(id))).await?
-    {
-        return Ok(j);
-    }
-    match store.find_job(JobRef::Key(job.to_owned())).await? {
+async fn find(b: &dyn Backend, job: &str) -> anyhow::Result<Job> {
+    match b.job(job).await? {
         Some(j) => Ok(j),
         None => bail!("no job with id or key {job:?}"),
     }
 }
 
-fn print_jobs(jobs: &[JobRecord], json: bool) -> anyhow::Result<()> {
+/// A job's id as the store knows it (the wire's ids are opaque text; this version's are numbers).
+fn job_id(job: &Job) -> anyhow::Result<TaskId> {
+    shiftboss_server::wire::task_id(&job.id).with_context(|| format!("job id {:?} is not one this CLI reads", job.id))
+}
+
+fn print_jobs(jobs: &[Job], json: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(jobs)?);
         return Ok(());
@@ -238,7 +239,7 @@ fn print_jobs(jobs: &[JobRecord], json: bool) -> anyhow::Result<()> {
             j.handler,
             j.key,
             j.retries,
-            j.due_at.to_string(),
+            j.due_at,
             j.last_error.as_deref().unwrap_or("")
         );
     }
@@ -248,7 +249,7 @@ fn print_jobs(jobs: &[JobRecord], json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_job(j: &JobRecord) {
+fn print_job(j: &Job) {
     let place = if j.archived { "history" } else { "live" };
     println!("job {} ({}), handler {}: {} [{place}]", j.id, j.key, j.handler, j.state);
     println!("  created {}, due/finished {}, updated {}", j.created_at, j.due_at, j.updated_at);

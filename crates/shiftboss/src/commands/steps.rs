@@ -1,6 +1,6 @@
 //! `shiftboss steps ...`
 
-use crate::target::DbTarget;
+use crate::backend::Backend;
 use clap::Subcommand;
 use shiftboss_core::StepId;
 use shiftboss_store::ResubmitStep;
@@ -14,20 +14,20 @@ pub enum StepsCommand {
         /// Why, for the event log.
         #[arg(long, default_value = "resubmitted by an operator")]
         reason: String,
-        /// Who, for the event log (default: your login name).
+        /// Who, for the event log (default: your login name). Not with --server, where the actor
+        /// is the token's name.
         #[arg(long)]
         actor: Option<String>,
     },
 }
 
 impl StepsCommand {
-    pub async fn run(self, db: &DbTarget) -> anyhow::Result<()> {
-        let store = db.open(false).await?;
+    pub async fn run(self, b: &dyn Backend) -> anyhow::Result<()> {
         match self {
             StepsCommand::Resubmit { id, reason, actor } => {
-                let actor = actor.unwrap_or_else(super::default_actor);
-                store.resubmit_step(ResubmitStep { step_id: StepId(id), actor, reason }).await?;
-                println!("step {id} resubmitted: pending; a running scheduler will pick it up");
+                let actor = b.actor(actor)?;
+                let done = b.resubmit_step(ResubmitStep { step_id: StepId(id), actor, reason }).await?;
+                println!("step {} resubmitted: pending; a running scheduler will pick it up", done.id);
             }
         }
         Ok(())

@@ -1,11 +1,13 @@
 //! `shiftboss tasks ...`
 
 use super::json_arg;
-use crate::target::DbTarget;
-use anyhow::{Context, bail};
+use crate::backend::Backend;
+use anyhow::bail;
 use clap::Subcommand;
+use shiftboss_core::model::EventLevel;
 use shiftboss_core::{TaskId, TaskState};
-use shiftboss_store::{ListTasks, OperateTask, Store, SubmitTask, TaskCommand, TaskDetail, TaskFilter};
+use shiftboss_server::wire::{Task, TaskView};
+use shiftboss_store::{ListTasks, OperateTask, SubmitTask, TaskCommand, TaskFilter};
 
 #[derive(Debug, Subcommand)]
 pub enum TasksCommand {
@@ -35,7 +37,7 @@ pub enum TasksCommand {
     Show {
         /// The task's id, or its key (such as an order id).
         task: String,
-        /// Print JSON instead of text.
+        /// Print JSON instead of text: the API's task view (GET /v1/tasks/{id}), with every event.
         #[arg(long)]
         json: bool,
     },
@@ -55,7 +57,8 @@ pub enum TasksCommand {
         /// step adds its own `priority` from the definition). Negative numbers run after the default.
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         priority: i32,
-        /// Who starts it, for the event log (default: your login name).
+        /// Who starts it, for the event log (default: your login name). Not with --server, where
+        /// the actor is the token's name.
         #[arg(long)]
         actor: Option<String>,
     },
@@ -132,131 +135,96 @@ pub struct Who {
     /// Why, for the event log.
     #[arg(long, default_value = "by an operator")]
     reason: String,
-    /// Who, for the event log (default: your login name).
+    /// Who, for the event log (default: your login name). Not with --server, where the actor
+    /// is the token's name.
     #[arg(long)]
     actor: Option<String>,
 }
 
 impl Who {
-    /// The actor (`--actor`, else the login name) and the reason.
-    pub fn into_parts(self) -> (String, String) {
-        (self.actor.unwrap_or_else(super::default_actor), self.reason)
+    /// The actor as the backend records it, and the reason.
+    pub fn into_parts(self, b: &dyn Backend) -> anyhow::Result<(String, String)> {
+        Ok((b.actor(self.actor)?, self.reason))
     }
 }
 
 impl TasksCommand {
-    pub async fn run(self, db: &DbTarget) -> anyhow::Result<()> {
-        let store = db.open(false).await?;
+    pub async fn run(self, b: &dyn Backend) -> anyhow::Result<()> {
         match self {
             TasksCommand::List { state, workflow, key_prefix, archived, before, limit } => {
                 let filter = TaskFilter { state, workflow, key_prefix, ..TaskFilter::default() };
                 let p = ListTasks { filter, include_archived: archived, before: before.map(TaskId), limit };
-                let tasks = store.list_tasks(p).await?;
-                println!("{:>8}  {:<10}  {:<24}  {:<16}  UPDATED", "ID", "STATE", "KEY", "WORKFLOW");
-                for t in &tasks {
-                    println!(
-                        "{:>8}  {:<10}  {:<24}  {:<16}  {}{}",
-                        t.id,
-                        t.state,
-                        t.key,
-                        format!("{} v{}", t.workflow, t.workflow_version),
-                        t.updated_at,
-                        if t.archived { "  (archived)" } else { "" }
-                    );
-                }
-                if tasks.is_empty() {
-                    println!("(no tasks)");
-                }
+                print_list(&b.list_tasks(p).await?);
             }
             TasksCommand::Show { task, json } => {
-                let (detail, archived) = match resolve(&*store, &task).await {
-                    Ok(id) => match store.get_task(id).await? {
-                        Some(d) => (d, false),
-                        None => (archived_task(&*store, &task).await?, true),
-                    },
-                    Err(_) => (archived_task(&*store, &task).await?, true),
-                };
+                let Some(view) = b.task(&task).await? else { bail!("no task with id or key {task:?}") };
                 if json {
-                    let mut v = detail_json(&detail);
-                    v["archived"] = archived.into();
-                    println!("{}", serde_json::to_string_pretty(&v)?);
+                    println!("{}", serde_json::to_string_pretty(&view)?);
                 } else {
-                    if archived {
-                        println!("(archived: read from the history tables)");
-                    }
-                    print_detail(&detail);
+                    print_detail(&view);
                 }
             }
             TasksCommand::Start { workflow, key, input, version, priority, actor } => {
                 let input = json_arg::read("--input", &input)?;
-                let actor = actor.unwrap_or_else(super::default_actor);
-                let p = SubmitTask { key: key.clone(), workflow, version, input, priority, actor };
-                let s = store.submit_task(p).await?;
+                let actor = b.actor(actor)?;
+                let s = b.submit_task(SubmitTask { key, workflow, version, input, priority, actor }).await?;
                 let how = if s.created { "started" } else { "already existed" };
-                println!("task {} ({key}) {how}", s.task_id);
+                println!("task {} ({}) {how}", s.id, s.key);
             }
-            TasksCommand::Cancel { task, who } => operate(&*store, &task, who, TaskCommand::Cancel).await?,
-            TasksCommand::Pause { task, who } => operate(&*store, &task, who, TaskCommand::Pause).await?,
-            TasksCommand::Resume { task, who } => operate(&*store, &task, who, TaskCommand::Resume).await?,
-            TasksCommand::Terminate { task, who } => operate(&*store, &task, who, TaskCommand::Terminate).await?,
-            TasksCommand::Retry { task, who } => operate(&*store, &task, who, TaskCommand::Retry).await?,
+            TasksCommand::Cancel { task, who } => operate(b, &task, who, TaskCommand::Cancel).await?,
+            TasksCommand::Pause { task, who } => operate(b, &task, who, TaskCommand::Pause).await?,
+            TasksCommand::Resume { task, who } => operate(b, &task, who, TaskCommand::Resume).await?,
+            TasksCommand::Terminate { task, who } => operate(b, &task, who, TaskCommand::Terminate).await?,
+            TasksCommand::Retry { task, who } => operate(b, &task, who, TaskCommand::Retry).await?,
             TasksCommand::Rerun { task, from, who } => {
-                operate(&*store, &task, who, TaskCommand::Rerun { from }).await?;
+                operate(b, &task, who, TaskCommand::Rerun { from }).await?;
             }
             TasksCommand::Skip { task, step, output, who } => {
                 let output = json_arg::read("--output", &output)?;
-                operate(&*store, &task, who, TaskCommand::Skip { step, output }).await?;
+                operate(b, &task, who, TaskCommand::Skip { step, output }).await?;
             }
-            TasksCommand::Bulk(args) => args.run(&*store).await?,
+            TasksCommand::Bulk(args) => args.run(b).await?,
             TasksCommand::Signal { task, name, data, who } => {
                 let payload = json_arg::read("--data", &data)?;
-                operate(&*store, &task, who, TaskCommand::Signal { name, payload }).await?;
+                operate(b, &task, who, TaskCommand::Signal { name, payload }).await?;
             }
         }
         Ok(())
     }
 }
 
-/// A task by id, or by key when the text is not a number.
-async fn resolve(store: &dyn Store, task: &str) -> anyhow::Result<TaskId> {
-    if let Ok(id) = task.parse::<i64>() {
-        return Ok(TaskId(id));
-    }
-    match store.find_task_by_key(task).await? {
-        Some(t) => Ok(t.id),
-        None => bail!("no task with id or key {task:?}"),
-    }
-}
-
-/// A task in history, by id or key.
-async fn archived_task(store: &dyn Store, task: &str) -> anyhow::Result<TaskDetail> {
-    let id = match task.parse::<i64>() {
-        Ok(id) => Some(TaskId(id)),
-        Err(_) => store.find_archived_task_by_key(task).await?.map(|t| t.id),
-    };
-    match id {
-        Some(id) => store.get_archived_task(id).await?.with_context(|| format!("no task with id or key {task:?}")),
-        None => bail!("no task with id or key {task:?}"),
-    }
-}
-
-async fn operate(store: &dyn Store, task: &str, who: Who, command: TaskCommand) -> anyhow::Result<()> {
-    let task_id = resolve(store, task).await?;
-    let what = command.as_str();
-    let actor = who.actor.unwrap_or_else(super::default_actor);
-    store.operate_task(OperateTask { task_id, actor, reason: who.reason, command }).await?;
-    let state = store.get_task(task_id).await?.map(|d| d.task.state.to_string()).unwrap_or_default();
-    println!("task {task_id}: {what} done; it is now {state}");
+async fn operate(b: &dyn Backend, task: &str, who: Who, command: TaskCommand) -> anyhow::Result<()> {
+    let actor = b.actor(who.actor)?;
+    let Some(task_id) = b.task_id(task).await? else { bail!("no task with id or key {task:?}") };
+    let acted = b.operate(OperateTask { task_id, actor, reason: who.reason, command }).await?;
+    println!("task {}: {} done; it is now {}", acted.id, acted.action, acted.state);
     Ok(())
 }
 
-fn detail_json(d: &TaskDetail) -> serde_json::Value {
-    serde_json::json!({"task": d.task, "steps": d.steps, "events": d.events})
+fn print_list(tasks: &[Task]) {
+    println!("{:>8}  {:<10}  {:<24}  {:<16}  UPDATED", "ID", "STATE", "KEY", "WORKFLOW");
+    for t in tasks {
+        println!(
+            "{:>8}  {:<10}  {:<24}  {:<16}  {}{}",
+            t.id,
+            t.state,
+            t.key,
+            format!("{} v{}", t.workflow, t.version),
+            t.updated_at,
+            if t.archived { "  (archived)" } else { "" }
+        );
+    }
+    if tasks.is_empty() {
+        println!("(no tasks)");
+    }
 }
 
-fn print_detail(d: &TaskDetail) {
-    let t = &d.task;
-    println!("task {} ({}), workflow {} v{}: {}", t.id, t.key, t.workflow, t.workflow_version, t.state);
+fn print_detail(v: &TaskView) {
+    let t = &v.task;
+    if t.archived {
+        println!("(archived: read from the history tables)");
+    }
+    println!("task {} ({}), workflow {} v{}: {}", t.id, t.key, t.workflow, t.version, t.state);
     println!("  created {}, updated {}", t.created_at, t.updated_at);
     println!("  input  {}", t.input);
     if let Some(o) = &t.output {
@@ -267,10 +235,10 @@ fn print_detail(d: &TaskDetail) {
         "  {:>8}  {:<16}  {:<12}  {:<10}  {:>8}  {:>8}  {:<12}  ERROR",
         "ID", "NAME", "KIND", "STATE", "ATTEMPTS", "FAILURES", "LOCKED BY"
     );
-    for s in &d.steps {
+    for s in &v.steps {
         let kind = match &s.compensates {
             Some(undone) => format!("undo {undone}"),
-            None => s.kind.as_str().to_owned(),
+            None => s.kind.clone(),
         };
         println!(
             "  {:>8}  {:<16}  {:<12}  {:<10}  {:>8}  {:>8}  {:<12}  {}",
@@ -285,9 +253,9 @@ fn print_detail(d: &TaskDetail) {
         );
     }
     println!("events:");
-    for e in &d.events {
-        let step = e.step_id.map(|s| format!(" step {s}")).unwrap_or_default();
-        let level = if e.level == shiftboss_core::model::EventLevel::Alert { " ALERT" } else { "" };
+    for e in &v.events {
+        let step = e.step_id.as_deref().map(|s| format!(" step {s}")).unwrap_or_default();
+        let level = if e.level == EventLevel::Alert.as_str() { " ALERT" } else { "" };
         println!("  {}{level} {}{step} by {} {}", e.at, e.kind, e.actor, super::event_text::detail(&e.detail));
     }
 }

@@ -1,19 +1,20 @@
 //! `shiftboss workflows ...`: register definitions from files (ours in JSON or YAML, or
 //! Conductor's WorkflowDef JSON), and look at what is registered.
 
-use crate::target::DbTarget;
+use crate::backend::Backend;
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use shiftboss_conductor as conductor;
 use shiftboss_core::workflow::WorkflowDef;
-use shiftboss_store::RegisterOutcome;
+use shiftboss_server::wire::Workflow;
 use std::path::PathBuf;
 
 #[derive(Debug, Subcommand)]
 pub enum WorkflowsCommand {
     /// Check a definition file and register it. JSON or YAML in shiftboss's format, or Conductor
     /// WorkflowDef JSON (with its TaskDefs given by --task-defs). Nothing is registered unless the
-    /// whole definition is valid.
+    /// whole definition is valid. With --server, the file is read here and the server checks it
+    /// again (its agents must exist there), dry run included.
     Apply {
         file: PathBuf,
         /// Conductor TaskDef JSON files (one TaskDef or a list per file): retries and timeouts.
@@ -34,55 +35,51 @@ pub enum WorkflowsCommand {
 }
 
 impl WorkflowsCommand {
-    pub async fn run(self, db: &DbTarget) -> anyhow::Result<()> {
+    pub async fn run(self, b: &dyn Backend) -> anyhow::Result<()> {
         match self {
             WorkflowsCommand::Apply { file, task_defs, dry_run } => {
+                // Read and checked here, whichever way it goes: a Conductor definition is
+                // imported (with its TaskDefs, and notes) before anything is sent or written.
                 let def = read_definition(&file, &task_defs)?;
+                let r = b.register_workflow(&def, dry_run).await?;
+                for note in &r.notes {
+                    eprintln!("note: {note}");
+                }
                 if dry_run {
-                    println!("{}", serde_json::to_string_pretty(&def)?);
-                    println!(
-                        "{}: valid ({} v{}); nothing registered (--dry-run)",
-                        file.display(),
-                        def.name,
-                        def.version
-                    );
+                    // In the definition's own field order, as `workflows show` prints it.
+                    match serde_json::from_value::<WorkflowDef>(r.definition.clone()) {
+                        Ok(def) => println!("{}", serde_json::to_string_pretty(&def)?),
+                        Err(_) => println!("{}", serde_json::to_string_pretty(&r.definition)?),
+                    }
+                    println!("{}: valid ({} v{}); nothing registered (--dry-run)", file.display(), r.name, r.version);
                     return Ok(());
                 }
-                let store = db.open(true).await?;
-                let outcome = store.register_workflow(&def).await?;
-                let what = match outcome {
-                    RegisterOutcome::Created => "registered",
-                    RegisterOutcome::Unchanged => "already registered, unchanged",
+                let what = match r.outcome.as_str() {
+                    "created" => "registered",
+                    "unchanged" => "already registered, unchanged",
+                    other => other,
                 };
-                println!("workflow {} v{}: {what}", def.name, def.version);
+                println!("workflow {} v{}: {what}", r.name, r.version);
             }
-            WorkflowsCommand::List => {
-                let store = db.open(false).await?;
-                let all = store.list_workflows().await?;
-                println!("{:<24}  {:>7}  {:<24}  DESCRIPTION", "NAME", "VERSION", "REGISTERED");
-                for w in &all {
-                    let registered = w.created_at.to_string();
-                    println!(
-                        "{:<24}  {:>7}  {:<24}  {}",
-                        w.name,
-                        w.version,
-                        registered,
-                        w.description.as_deref().unwrap_or("")
-                    );
-                }
-                if all.is_empty() {
-                    println!("(no workflows)");
-                }
-            }
+            WorkflowsCommand::List => print_list(&b.list_workflows().await?),
             WorkflowsCommand::Show { name, version } => {
-                let store = db.open(false).await?;
-                let Some(def) = store.get_workflow(&name, version).await? else {
+                let Some(def) = b.get_workflow(&name, version).await? else {
                     bail!("no workflow {name:?}{}", version.map(|v| format!(" version {v}")).unwrap_or_default());
                 };
                 println!("{}", serde_json::to_string_pretty(&def)?);
             }
         }
         Ok(())
+    }
+}
+
+fn print_list(all: &[Workflow]) {
+    println!("{:<24}  {:>7}  {:<24}  DESCRIPTION", "NAME", "VERSION", "REGISTERED");
+    for w in all {
+        println!("{:<24}  {:>7}  {:<24}  {}", w.name, w.version, w.created_at, w.description.as_deref().unwrap_or(""));
+    }
+    if all.is_empty() {
+        println!("(no workflows)");
     }
 }
 

@@ -29,6 +29,8 @@ pub fn bin() -> Command {
         .env_remove("SHIFTBOSS_CONFIG")
         .env_remove("SHIFTBOSS_INSTANCE_ID")
         .env_remove("SHIFTBOSS_ROLES")
+        .env_remove("SHIFTBOSS_SERVER")
+        .env_remove("SHIFTBOSS_TOKEN")
         .stdin(Stdio::null());
     c
 }
