@@ -50,9 +50,20 @@ pub struct EngineBuilder {
     policies: RetryPolicies,
     config: EngineConfig,
     client: ClientConfig,
+    remote: Vec<String>,
 }
 
 impl EngineBuilder {
+    /// An agent type served by remote workers over the API (issue 17), not in this process:
+    /// definitions may name it, and this process's scheduler never claims its steps.
+    pub fn remote_agent(mut self, name: impl Into<String>) -> Self {
+        let name = name.into();
+        if !self.remote.contains(&name) {
+            self.remote.push(name);
+        }
+        self
+    }
+
     /// What an agent's (a job handler's) errors and panics count as (M5).
     pub fn exception_strategy(mut self, agent: impl Into<String>, strategy: impl ExceptionStrategy) -> Self {
         self.agents.set_strategy(agent, Arc::new(strategy));
@@ -97,6 +108,14 @@ impl EngineBuilder {
                 )));
             }
         }
+        for a in &self.remote {
+            shiftboss_core::workflow::check_name("remote agent", a).map_err(|e| EngineError::Config(e.to_string()))?;
+            if self.agents.get(a).is_some() {
+                return Err(EngineError::Config(format!(
+                    "agent {a:?} is both in this process and remote: a type is served one way"
+                )));
+            }
+        }
         let policies = std::iter::once(("default", &self.policies.default))
             .chain(self.policies.per_agent.iter().map(|(k, v)| (k.as_str(), v)));
         for (who, p) in policies {
@@ -117,6 +136,7 @@ impl EngineBuilder {
                 wake,
                 supervisor_bell: Arc::default(),
                 submitter: OnceLock::new(),
+                remote: self.remote,
             }),
         })
     }
@@ -141,6 +161,8 @@ struct Inner {
     supervisor_bell: Arc<Notify>,
     /// The group commit's writers, started by the first submission.
     submitter: OnceLock<Submitter>,
+    /// The agent types remote workers serve (see [`EngineBuilder::remote_agent`]).
+    remote: Vec<String>,
 }
 
 impl Engine {
@@ -152,6 +174,7 @@ impl Engine {
             policies: RetryPolicies::default(),
             config: EngineConfig::default(),
             client: ClientConfig::default(),
+            remote: Vec::new(),
         }
     }
 
@@ -175,15 +198,39 @@ impl Engine {
         Ok(self.inner.store.register_workflow(def).await?)
     }
 
+    /// The agent types remote workers serve: a remote worker may poll for these alone.
+    pub fn remote_agents(&self) -> &[String] {
+        &self.inner.remote
+    }
+
+    /// The retry policies that set a failed attempt's next try, remote workers' included.
+    pub fn policies(&self) -> &Arc<RetryPolicies> {
+        &self.inner.policies
+    }
+
+    /// The concurrency and rate limits per agent type that every claim obeys, remote ones too.
+    pub fn agent_limits(&self) -> &[shiftboss_store::AgentLimit] {
+        &self.inner.config.scheduler.limits
+    }
+
     /// Checks a definition as [`Engine::register_workflow`] does, and registers nothing: a dry run.
     pub fn check_workflow(&self, def: &WorkflowDef) -> Result<(), EngineError> {
         def.validate()?;
         for step in def.all_steps().into_iter().filter(|s| s.kind == StepKind::Agent) {
+            if self.inner.remote.iter().any(|r| r == step.agent_name()) {
+                // A remote worker checks its own config: nothing here knows what it takes.
+                continue;
+            }
             let problem = match self.inner.agents.get(step.agent_name()) {
                 None => Some(format!(
-                    "unknown agent {:?} (this engine has: {})",
+                    "unknown agent {:?} (this engine has: {}{})",
                     step.agent_name(),
-                    self.inner.agents.names().join(", ")
+                    self.inner.agents.names().join(", "),
+                    if self.inner.remote.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; remote: {}", self.inner.remote.join(", "))
+                    }
                 )),
                 Some(a) => a.check_config(step).err(),
             };

@@ -239,6 +239,21 @@ impl Store for Counting {
         self.count("bulk_operate");
         self.inner.bulk_operate(p).await
     }
+
+    async fn record_workers_seen(&self, p: WorkersSeen) -> Result<()> {
+        self.count("record_workers_seen");
+        self.inner.record_workers_seen(p).await
+    }
+
+    async fn list_agent_workers(&self) -> Result<Vec<AgentWorker>> {
+        self.count("list_agent_workers");
+        self.inner.list_agent_workers().await
+    }
+
+    async fn task_keys(&self, ids: Vec<TaskId>) -> Result<Vec<(TaskId, String)>> {
+        self.count("task_keys");
+        self.inner.task_keys(ids).await
+    }
 }
 
 /// Fails its first call, then succeeds; records when each call started.

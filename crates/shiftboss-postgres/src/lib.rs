@@ -67,6 +67,7 @@ mod schedulers;
 mod submit;
 mod tokens;
 mod tx;
+mod workers;
 mod writes;
 
 #[doc(hidden)]
@@ -578,5 +579,19 @@ impl Store for PostgresStore {
         let p = &p;
         Ok(shiftboss_store::bulk::run_bulk(p, ids, |id| self.write(async move |t| advance::bulk_act(t, id, p).await))
             .await)
+    }
+
+    async fn record_workers_seen(&self, p: WorkersSeen) -> Result<()> {
+        p.validate()?;
+        self.write(async |t| workers::record_seen(t, &p).await).await
+    }
+
+    async fn list_agent_workers(&self) -> Result<Vec<AgentWorker>> {
+        self.read(async |c| workers::list(c).await).await
+    }
+
+    async fn task_keys(&self, ids: Vec<TaskId>) -> Result<Vec<(TaskId, String)>> {
+        check_task_keys(&ids)?;
+        self.read(async |c| workers::task_keys(c, &ids).await).await
     }
 }

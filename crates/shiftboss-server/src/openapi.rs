@@ -25,6 +25,7 @@ Errors are application/problem+json (RFC 9457) with a stable `code`. Limits: req
         (name = "operator", description = "Operator actions on tasks and steps"),
         (name = "workflows", description = "Workflow definitions"),
         (name = "jobs", description = "Retry jobs"),
+        (name = "agents", description = "The worker protocol: remote workers poll for steps and answer for them (docs/worker-protocol.md)"),
         (name = "health", description = "Health and metrics"),
     )
 )]

@@ -46,14 +46,19 @@ pub enum ServerError {
 }
 
 pub fn app(engine: Engine, config: ApiConfig) -> Result<(Router, utoipa::openapi::OpenApi), ServerError> {
-    let state =
-        AppState { engine, auth: Arc::new(Authenticator::new(config.auth)), metrics: Arc::new(ApiMetrics::new()?) };
+    let state = AppState {
+        engine,
+        auth: Arc::new(Authenticator::new(config.auth)),
+        metrics: Arc::new(ApiMetrics::new()?),
+        remote: Arc::new(routes::agents::RemoteWorkers::new(config.limits.request_time)),
+    };
     let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(routes::tasks::router())
         .merge(routes::actions::router())
         .merge(routes::bulk::router())
         .merge(routes::workflows::router())
         .merge(routes::jobs::router())
+        .merge(routes::agents::router())
         .merge(routes::health::router())
         .routes(api_routes!(openapi::openapi_json))
         .split_for_parts();

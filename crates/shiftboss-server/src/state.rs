@@ -12,6 +12,8 @@ pub struct AppState {
     pub engine: Engine,
     pub auth: Arc<Authenticator>,
     pub metrics: Arc<ApiMetrics>,
+    /// What the worker protocol's polls share (issue 17).
+    pub remote: Arc<crate::routes::agents::RemoteWorkers>,
 }
 
 impl AppState {

@@ -31,6 +31,7 @@ mod submit;
 mod tokens;
 mod tx;
 mod wake;
+mod workers;
 mod writes;
 
 pub use open::{Durability, OpenOptions, SCHEMA_VERSION};
@@ -405,5 +406,19 @@ impl Store for SqliteStore {
             self.write(move |t| writes::run_now(advance::bulk_act(t, id, &p)))
         })
         .await)
+    }
+
+    async fn record_workers_seen(&self, p: WorkersSeen) -> Result<()> {
+        p.validate()?;
+        self.write(move |t| workers::record_seen(t, &p)).await
+    }
+
+    async fn list_agent_workers(&self) -> Result<Vec<AgentWorker>> {
+        self.read(workers::list).await
+    }
+
+    async fn task_keys(&self, ids: Vec<TaskId>) -> Result<Vec<(TaskId, String)>> {
+        check_task_keys(&ids)?;
+        self.read(move |c| workers::task_keys(c, &ids)).await
     }
 }

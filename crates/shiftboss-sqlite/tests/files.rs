@@ -220,10 +220,13 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, shiftboss_sqlite::SCHEMA_VERSION);
-    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 12);
+    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 13);
     // Migration 11: API tokens, empty on an upgraded file.
     let tokens: i64 = c.query_row("SELECT count(*) FROM api_tokens", [], |r| r.get(0)).unwrap();
     assert_eq!(tokens, 0);
+    // Migration 13: the remote worker registry, empty too.
+    let workers: i64 = c.query_row("SELECT count(*) FROM agent_workers", [], |r| r.get(0)).unwrap();
+    assert_eq!(workers, 0);
     // Migration 5: events are indexed by kind only for the rare kinds the summary counts.
     let indexes: Vec<String> = c
         .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' ORDER BY name")

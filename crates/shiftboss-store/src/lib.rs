@@ -19,6 +19,7 @@ pub mod params;
 pub mod queues;
 pub mod subscription;
 pub mod tokens;
+pub mod workers;
 
 pub use bulk::{BulkCommand, BulkFailure, BulkOperate, BulkReport, MAX_BULK_FAILURES, MAX_BULK_TASKS};
 pub use clock::{Clock, ManualClock};
@@ -29,6 +30,7 @@ pub use params::*;
 pub use queues::{AgentQueue, QueueStats};
 pub use subscription::{Subscription, WakeFn};
 pub use tokens::*;
+pub use workers::*;
 
 use async_trait::async_trait;
 use shiftboss_core::buckets::Member;
@@ -211,4 +213,18 @@ pub trait Store: Send + Sync + 'static {
     /// report's failures, unchanged, and the others go on. A call that fails as a whole (the
     /// store out of reach) may have acted on some tasks: running it again reports those as refused.
     async fn bulk_operate(&self, p: BulkOperate) -> Result<BulkReport>;
+
+    // What remote workers (issue 17) need besides the claim, the replies and the heartbeat,
+    // which are the scheduler's own verbs.
+
+    /// Records that workers polled for agent types now (insert or move `last_seen_at` on), and
+    /// deletes the rows not seen for `forget_after`, in one transaction.
+    async fn record_workers_seen(&self, p: WorkersSeen) -> Result<()>;
+
+    /// Every worker the registry holds, by agent type then worker id.
+    async fn list_agent_workers(&self) -> Result<Vec<AgentWorker>>;
+
+    /// The keys of these live tasks (ids not found are left out), for a claim handed to a worker
+    /// outside the process, which names a task by its key too. At most `MAX_WORKERS_SEEN` ids.
+    async fn task_keys(&self, ids: Vec<TaskId>) -> Result<Vec<(TaskId, String)>>;
 }

@@ -1,6 +1,7 @@
 //! The API's routes, one module per resource.
 
 pub mod actions;
+pub mod agents;
 pub mod bulk;
 pub mod health;
 pub mod jobs;

@@ -27,3 +27,4 @@ pub mod resubmit;
 pub mod submit;
 pub mod submit_batch;
 pub mod tokens;
+pub mod workers;

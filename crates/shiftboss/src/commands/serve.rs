@@ -69,6 +69,11 @@ pub struct ServeArgs {
     /// An HTTP agent NAME wrapping the service at URL (repeatable), besides the config file's.
     #[arg(long = "agent", value_name = "NAME=URL", value_parser = parse_agent)]
     agents: Vec<(String, String)>,
+    /// An agent type served by remote workers over the API's worker protocol, not in this
+    /// process (comma-separated, repeatable): definitions may name it, workers may poll for it,
+    /// and this process's scheduler never claims it. See docs/worker-protocol.md.
+    #[arg(long = "remote-agent", env = "SHIFTBOSS_REMOTE_AGENTS", value_delimiter = ',')]
+    remote_agents: Vec<String>,
     /// An address, CIDR range or host name that outbound calls may reach past the SSRF guard
     /// (comma-separated, repeatable), besides the config file's `[outbound] allow`; for example
     /// 127.0.0.1 for services on this host.
@@ -304,6 +309,9 @@ impl ServeArgs {
                 .map_err(anyhow::Error::msg)
                 .with_context(|| format!("--agent {name}"))?;
             builder = builder.agent(name.clone(), agent);
+        }
+        for name in &self.remote_agents {
+            builder = builder.remote_agent(name.clone());
         }
         let roles = config.roles;
         let engine = builder.config(config).client(file.client()?).build()?;

@@ -1,0 +1,161 @@
+//! The long poll: claim up to the worker's capacity through the scheduler's own claim; when
+//! nothing is due, wait for the store's due-work ring (or the next due time the claim reported),
+//! bounded by the wait asked for, and claim again.
+
+use super::wire::{PollAnswer, PollRequest, WorkItem};
+use crate::error::{ApiError, Problem};
+use crate::json::Json;
+use crate::state::AppState;
+use axum::extract::State;
+use shiftboss_core::InstanceId;
+use shiftboss_store::{ClaimDueSteps, ClaimedStep, check_worker_id};
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::time::{Instant, sleep_until};
+
+/// The longest a poll waits for work.
+pub const MAX_WAIT: Duration = Duration::from_secs(20);
+/// Left between the end of the longest wait and the server's request timeout, so that a poll
+/// answers before the timeout could drop it (with steps claimed and not handed out).
+const TIMEOUT_MARGIN: Duration = Duration::from_secs(5);
+/// The most steps one poll hands out.
+pub const MAX_CAPACITY: u32 = 1000;
+/// The most agent types, and domains, one poll names.
+const MAX_NAMES: usize = 64;
+/// With a store that cannot ring: how often a waiting poll claims again.
+const UNRUNG_POLL: Duration = Duration::from_millis(250);
+
+/// Claims up to `capacity` due steps of the named agent types for the worker, highest priority
+/// first. Waits up to `wait_ms` when none is due: a step submitted meanwhile is handed out
+/// within milliseconds. An empty list after the wait means nothing became due.
+#[utoipa::path(post, path = "/v1/agents/poll", tag = "agents", request_body = PollRequest,
+    security(("token" = ["agent"])),
+    responses(
+        (status = 200, description = "The steps claimed for the worker; empty when none became due in the wait", body = PollAnswer),
+        (status = 422, description = "An agent type that is not remote, a bad worker id or capacity", body = Problem),
+        (status = 503, body = Problem)))]
+pub async fn poll(State(state): State<AppState>, Json(p): Json<PollRequest>) -> Result<Json<PollAnswer>, ApiError> {
+    let instance = check(&state, &p)?;
+    let store = state.store().clone();
+    if let Some(seen) = state.remote.seen_due(&p.worker, &p.agents) {
+        // Advisory: a failed write must not cost the worker its work.
+        if let Err(e) = store.record_workers_seen(seen).await {
+            tracing::warn!(error = %e, worker = %p.worker, "could not record the worker as seen");
+        }
+    }
+    let wait =
+        Duration::from_millis(p.wait_ms).min(MAX_WAIT).min(state.remote.request_time.saturating_sub(TIMEOUT_MARGIN));
+    let deadline = Instant::now() + wait;
+    let claim = ClaimDueSteps {
+        instance,
+        limit: p.capacity,
+        agents: p.agents,
+        buckets: None,
+        domains: p.domains,
+        limits: state.engine.agent_limits().to_vec(),
+    };
+    // Subscribed before the first claim: work queued between that claim and the wait still rings.
+    let (mut rings, live) = match wait.is_zero() {
+        true => (None, false),
+        false => {
+            let (r, live) = state.remote.listen(&store);
+            (Some(r), live)
+        }
+    };
+    loop {
+        if let Some(r) = rings.as_mut() {
+            r.borrow_and_update();
+        }
+        let work = store.claim_due_work(claim.clone()).await?;
+        let now = Instant::now();
+        if !work.steps.is_empty() || now >= deadline {
+            return Ok(Json(PollAnswer { steps: items(&state, work.steps).await }));
+        }
+        // The store's clock counts whole milliseconds: one more, so the wake is never early.
+        let next_due = work.next_due.map(|at| now + at.since(work.now) + Duration::from_millis(1));
+        let mut until = next_due.map_or(deadline, |t| t.min(deadline));
+        if !live {
+            until = until.min(now + UNRUNG_POLL);
+        }
+        match rings.as_mut() {
+            Some(r) => {
+                tokio::select! {
+                    changed = r.changed() => {
+                        if changed.is_err() {
+                            sleep_until(until).await;
+                        }
+                    }
+                    _ = sleep_until(until) => {}
+                }
+            }
+            None => sleep_until(until).await,
+        }
+    }
+}
+
+fn check(state: &AppState, p: &PollRequest) -> Result<InstanceId, ApiError> {
+    if p.agents.is_empty() || p.agents.len() > MAX_NAMES || p.domains.len() > MAX_NAMES {
+        return Err(ApiError::invalid(format!(
+            "agents: name 1 to {MAX_NAMES} agent types (and at most {MAX_NAMES} domains)"
+        )));
+    }
+    let remote = state.engine.remote_agents();
+    for (i, a) in p.agents.iter().enumerate() {
+        if !remote.iter().any(|r| r == a) {
+            let known = if remote.is_empty() {
+                "none: start serve with --remote-agent NAME".to_owned()
+            } else {
+                remote.join(", ")
+            };
+            return Err(ApiError::new(
+                axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                "agent_not_remote",
+                format!("agents[{i}]: {a:?} is not an agent type served by remote workers here (remote: {known})"),
+            ));
+        }
+    }
+    for (i, d) in p.domains.iter().enumerate() {
+        shiftboss_core::workflow::check_name("domain", d)
+            .map_err(|e| ApiError::invalid(format!("domains[{i}]: {e}")))?;
+    }
+    if p.capacity == 0 || p.capacity > MAX_CAPACITY {
+        return Err(ApiError::invalid(format!("capacity: 1 to {MAX_CAPACITY}")));
+    }
+    check_worker_id(&p.worker).map_err(|e| ApiError::invalid(format!("worker: {e}")))?;
+    InstanceId::new(format!("worker:{}", p.worker)).map_err(|e| ApiError::invalid(format!("worker: {e}")))
+}
+
+/// The claimed steps as a worker reads them, each with its task's key.
+async fn items(state: &AppState, steps: Vec<ClaimedStep>) -> Vec<WorkItem> {
+    if steps.is_empty() {
+        return Vec::new();
+    }
+    let mut ids: Vec<_> = steps.iter().map(|s| s.task_id).collect();
+    ids.sort();
+    ids.dedup();
+    // The claim has committed: a failed read of the keys must not lose the steps.
+    let keys: HashMap<_, _> = match state.store().task_keys(ids).await {
+        Ok(k) => k.into_iter().collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the task keys of claimed steps; handing them out without");
+            HashMap::new()
+        }
+    };
+    steps
+        .into_iter()
+        .map(|s| WorkItem {
+            step_id: s.id.to_string(),
+            task_id: s.task_id.to_string(),
+            task_key: keys.get(&s.task_id).cloned(),
+            name: s.name,
+            agent: s.agent,
+            attempt: s.attempt,
+            input: s.input,
+            config: s.config,
+            idempotency_key: s.idempotency_key,
+            lease_token: s.lease_token.0.to_string(),
+            complete_by: crate::wire::time(s.complete_by),
+            seconds_left: s.complete_by.since(s.claimed_at).as_secs_f64(),
+        })
+        .collect()
+}

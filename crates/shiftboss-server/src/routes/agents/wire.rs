@@ -1,0 +1,152 @@
+//! What the worker protocol says, as JSON (issue 17). Ids and lease tokens are strings, opaque
+//! to workers; times are RFC 3339.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// A worker asks for work.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PollRequest {
+    /// The agent types it serves: each must be one the server declares remote (`--remote-agent`).
+    pub agents: Vec<String>,
+    /// The worker's own id (1 to 100 visible ASCII characters), stable while it runs: claims
+    /// are recorded under `worker:<id>`, and the workers list shows it.
+    pub worker: String,
+    /// How many steps it can take now: at most this many are handed out (1 to 1,000).
+    pub capacity: u32,
+    /// How long to wait for work when none is due, in milliseconds (default 0: answer at once).
+    /// Capped at 20 s, and below the server's request timeout.
+    #[serde(default)]
+    pub wait_ms: u64,
+    /// Isolation domains the worker serves, besides steps with no domain.
+    #[serde(default)]
+    pub domains: Vec<String>,
+}
+
+/// The steps handed to a worker; empty when none became due within the wait.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PollAnswer {
+    pub steps: Vec<WorkItem>,
+}
+
+/// One claimed step: everything a worker needs to run it and to answer for it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WorkItem {
+    /// The step's id: the path of its heartbeat, complete and fail.
+    pub step_id: String,
+    /// Its task's id.
+    pub task_id: String,
+    /// Its task's key (the application's id, such as the order id). Absent only if it could not
+    /// be read after the claim; the claim stands anyway.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_key: Option<String>,
+    /// The step's instance name (`charge`, `charge#2` in a loop's second pass).
+    pub name: String,
+    /// Its agent type.
+    pub agent: String,
+    /// 1 for the first claim of this step, 2 for the second...
+    pub attempt: u32,
+    /// What the step is called with.
+    pub input: Value,
+    /// The step's config from the definition.
+    pub config: Value,
+    /// The same on every attempt: pass it to the services the step calls, so that they drop
+    /// duplicates.
+    pub idempotency_key: String,
+    /// The claim's fencing token: every heartbeat, complete and fail must carry it.
+    pub lease_token: String,
+    /// When the lease lapses unless the worker answers or heartbeats first (RFC 3339).
+    pub complete_by: String,
+    /// The same, as seconds from the claim, by the store's clock: a worker measures its
+    /// deadline with its own monotonic clock from before its poll was sent.
+    pub seconds_left: f64,
+}
+
+/// A heartbeat for a held step.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatRequest {
+    /// The token of the claim.
+    pub lease_token: String,
+}
+
+/// Whether the lease is still held, and until when.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HeartbeatAnswer {
+    /// False when the lease lapsed (the step may be running elsewhere) or the step ended: stop
+    /// working on it and send nothing more.
+    pub held: bool,
+    /// The new complete-by, when held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub complete_by: Option<String>,
+    /// Seconds from now to the new complete-by, when held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds_left: Option<f64>,
+}
+
+/// A step done.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteRequest {
+    /// The token of the claim.
+    pub lease_token: String,
+    /// The step's output (any JSON; `{}` when none).
+    #[serde(default)]
+    pub output: Option<Value>,
+    /// The worker's id, for the event log (default: the token's name).
+    #[serde(default)]
+    pub worker: Option<String>,
+}
+
+/// A failed attempt at a step.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FailRequest {
+    /// The token of the claim.
+    pub lease_token: String,
+    /// Why, for the step's last error and the event log.
+    pub reason: String,
+    /// True for a fault that will not pass: the step goes to Error at once and an operator is
+    /// alerted. False (the default): the step runs again after its retry policy's delay, or goes
+    /// to Error when the policy has no try left.
+    #[serde(default)]
+    pub permanent: bool,
+    /// The worker's id, for the event log (default: the token's name).
+    #[serde(default)]
+    pub worker: Option<String>,
+}
+
+/// What a reply did.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ReplyAnswer {
+    /// True when this exact reply had been applied before (a repeat after a lost answer): nothing
+    /// changed this time.
+    pub repeated: bool,
+    /// The task's state after the reply.
+    pub task_state: String,
+}
+
+/// The workers seen polling, per agent type.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WorkersAnswer {
+    pub agents: Vec<AgentWorkers>,
+}
+
+/// One agent type's workers.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AgentWorkers {
+    pub agent: String,
+    pub workers: Vec<WorkerSeenAt>,
+}
+
+/// One worker, as the store last recorded it (written at most every few seconds per worker).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WorkerSeenAt {
+    pub worker: String,
+    pub first_seen_at: String,
+    pub last_seen_at: String,
+    /// Seconds since it was last seen, by the store's clock.
+    pub seconds_since: f64,
+}
