@@ -1,0 +1,383 @@
+//! Remote workers (issue 17) against a real `shiftboss serve` process over loopback, on SQLite and
+//! on PostgreSQL: the worker protocol spoken by hand (long poll woken by a submission, capacity and
+//! priority, heartbeats past the first complete-by, a late reply refused after the lease lapsed),
+//! and the Python worker example (`examples/python_worker.py`) finishing tasks, including after a
+//! worker holding steps is SIGKILLed and the supervisor takes its steps back.
+
+mod common;
+
+use common::{PgSchema, Serve, ServeProc, test_db, wait_for};
+use reqwest::{Client, StatusCode};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The remote agent type every test serves.
+const AGENT: &str = "ship";
+
+struct Api {
+    base: String,
+    token: String,
+    http: Client,
+}
+
+impl Api {
+    fn of(p: &ServeProc) -> Api {
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while p.api_url().is_none() && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let base = p.api_url().unwrap_or_else(|| panic!("serve announced no API:\n{}", p.log()));
+        let token = p.admin_token().expect("serve wrote the first admin token");
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+        Api { base, token, http }
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let res =
+            self.http.post(format!("{}{path}", self.base)).bearer_auth(&self.token).json(&body).send().await.unwrap();
+        let status = res.status();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let res = self.http.get(format!("{}{path}", self.base)).bearer_auth(&self.token).send().await.unwrap();
+        let status = res.status();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn register(&self, timeout: &str, response_timeout: Option<&str>) {
+        let mut step = json!({"name": "ship", "agent": AGENT, "timeout": timeout, "config": {"carrier": "post"}});
+        if let Some(r) = response_timeout {
+            step["response_timeout"] = json!(r);
+        }
+        let flow =
+            json!({"name": "parcel", "steps": [step], "retry": {"kind": "fixed", "delay": "100ms", "max_failures": 5}});
+        let (s, v) = self.post("/v1/workflows", flow).await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+
+    async fn submit(&self, key: &str, input: Value, priority: i32) -> String {
+        let (s, v) = self
+            .post("/v1/tasks", json!({"key": key, "workflow": "parcel", "input": input, "priority": priority}))
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+        v["id"].as_str().unwrap().to_owned()
+    }
+
+    async fn poll(&self, worker: &str, capacity: u32, wait_ms: u64) -> Vec<Value> {
+        let body = json!({"agents": [AGENT], "worker": worker, "capacity": capacity, "wait_ms": wait_ms});
+        let (s, v) = self.post("/v1/agents/poll", body).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        v["steps"].as_array().unwrap().clone()
+    }
+
+    async fn task(&self, id: &str) -> Value {
+        let (s, v) = self.get(&format!("/v1/tasks/{id}")).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        v
+    }
+
+    async fn wait_state(&self, id: &str, want: &str) {
+        wait_for(&format!("task {id} {want}"), Duration::from_secs(30), || async {
+            self.task(id).await["state"] == want
+        })
+        .await;
+    }
+
+    async fn workers_of(&self) -> Vec<String> {
+        let (s, v) = self.get("/v1/agents/workers").await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let agents = v["agents"].as_array().unwrap();
+        let ship = agents.iter().find(|a| a["agent"] == AGENT);
+        ship.map(|a| {
+            a["workers"].as_array().unwrap().iter().map(|w| w["worker"].as_str().unwrap().to_owned()).collect()
+        })
+        .unwrap_or_default()
+    }
+}
+
+fn serve(db: &str, logs: &Path) -> ServeProc {
+    Serve::new(db, "remote-1").api().arg("--remote-agent").arg(AGENT).spawn(logs)
+}
+
+async fn started(db: &str, logs: &Path) -> (ServeProc, Api) {
+    let mut p = serve(db, logs);
+    p.wait_ready().await;
+    let api = Api::of(&p);
+    (p, api)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The protocol by hand
+
+async fn long_poll_is_woken_by_a_submission(db: String, logs: &Path) {
+    let (_p, api) = started(&db, logs).await;
+    api.register("30s", None).await;
+    // An empty poll with no wait answers at once.
+    assert!(api.poll("early", 1, 0).await.is_empty());
+
+    let waiting = {
+        let (base, token, http) = (api.base.clone(), api.token.clone(), api.http.clone());
+        tokio::spawn(async move {
+            let body = json!({"agents": [AGENT], "worker": "waiter", "capacity": 1, "wait_ms": 15_000});
+            let res = http.post(format!("{base}/v1/agents/poll")).bearer_auth(token).json(&body).send().await.unwrap();
+            (res.status(), res.json::<Value>().await.unwrap(), Instant::now())
+        })
+    };
+    // The poll records its worker before it claims and waits: once listed, the poll is under way.
+    wait_for("the waiting worker is listed", Duration::from_secs(10), || async {
+        api.workers_of().await.contains(&"waiter".to_owned())
+    })
+    .await;
+    let submitted = Instant::now();
+    let id = api.submit("p-1", json!({"n": 1}), 0).await;
+    let (status, v, answered) = waiting.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let latency = answered.duration_since(submitted);
+    assert!(latency < Duration::from_secs(2), "the poll answered {latency:?} after the submission (wait was 15 s)");
+    let step = &v["steps"][0];
+    assert_eq!((step["task_id"].as_str(), step["task_key"].as_str()), (Some(id.as_str()), Some("p-1")), "{v}");
+    assert_eq!((step["agent"].as_str(), step["attempt"].as_u64()), (Some(AGENT), Some(1)), "{v}");
+    assert_eq!((step["input"].clone(), step["config"].clone()), (json!({"n": 1}), json!({"carrier": "post"})));
+    assert!(step["idempotency_key"].as_str().is_some_and(|k| !k.is_empty()), "{v}");
+    let left = step["seconds_left"].as_f64().unwrap();
+    assert!(left > 25.0 && left <= 30.0, "{v}");
+    assert!(step["complete_by"].as_str().is_some_and(|t| t.ends_with('Z')), "{v}");
+
+    // Complete it; the same reply again is acknowledged and changes nothing.
+    let path = format!("/v1/agents/steps/{}/complete", step["step_id"].as_str().unwrap());
+    let reply = json!({"lease_token": step["lease_token"], "output": {"tracking": "T1"}, "worker": "waiter"});
+    let (s, v) = api.post(&path, reply.clone()).await;
+    assert_eq!(
+        (s, v["repeated"].as_bool(), v["task_state"].as_str()),
+        (StatusCode::OK, Some(false), Some("completed"))
+    );
+    let before = api.task(&id).await;
+    let (s, v) = api.post(&path, reply).await;
+    assert_eq!((s, v["repeated"].as_bool()), (StatusCode::OK, Some(true)), "{v}");
+    let after = api.task(&id).await;
+    assert_eq!(before["events"].as_array().unwrap().len(), after["events"].as_array().unwrap().len());
+    assert_eq!(after["output"]["tracking"], "T1", "{after}");
+    // Another output under the same token is not a repeat: refused.
+    let (s, v) = api.post(&path, json!({"lease_token": step["lease_token"], "output": {"tracking": "T2"}})).await;
+    assert_eq!((s, v["code"].as_str()), (StatusCode::CONFLICT, Some("lease_lost")), "{v}");
+}
+
+async fn capacity_and_priority_are_respected(db: String, logs: &Path) {
+    let (_p, api) = started(&db, logs).await;
+    api.register("30s", None).await;
+    for i in 1..=5 {
+        api.submit(&format!("c-{i}"), json!({"i": i}), i).await;
+    }
+    let first = api.poll("cap", 3, 0).await;
+    let mut got: Vec<i64> = first.iter().map(|s| s["input"]["i"].as_i64().unwrap()).collect();
+    got.sort();
+    assert_eq!(got, vec![3, 4, 5], "three steps, the highest priorities first");
+    let rest = api.poll("cap", 3, 0).await;
+    let mut got: Vec<i64> = rest.iter().map(|s| s["input"]["i"].as_i64().unwrap()).collect();
+    got.sort();
+    assert_eq!(got, vec![1, 2]);
+    assert!(api.poll("cap", 3, 0).await.is_empty());
+    // A type the server does not declare remote is refused, so in-process types are never taken.
+    let (s, v) = api.post("/v1/agents/poll", json!({"agents": ["http"], "worker": "w", "capacity": 1})).await;
+    assert_eq!((s, v["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("agent_not_remote")), "{v}");
+    let (s, _) = api.post("/v1/agents/poll", json!({"agents": [AGENT], "worker": "w", "capacity": 0})).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+async fn heartbeats_keep_a_step_past_its_first_complete_by(db: String, logs: &Path) {
+    let (_p, api) = started(&db, logs).await;
+    // A 1 s response window within a 60 s timeout: without heartbeats the lease lapses in 1 s.
+    api.register("60s", Some("1s")).await;
+    let id = api.submit("h-1", json!({}), 0).await;
+    let steps = api.poll("beater", 1, 5_000).await;
+    let step = &steps[0];
+    assert!(step["seconds_left"].as_f64().unwrap() <= 1.0, "{step}");
+    let step_id = step["step_id"].as_str().unwrap();
+    let first_complete_by = Instant::now() + Duration::from_secs(1);
+    let hb = format!("/v1/agents/steps/{step_id}/heartbeat");
+    // Heartbeat every 300 ms until well past the first complete-by (and the supervisor's sweeps).
+    while Instant::now() < first_complete_by + Duration::from_secs(2) {
+        let (s, v) = api.post(&hb, json!({"lease_token": step["lease_token"]})).await;
+        assert_eq!((s, v["held"].as_bool()), (StatusCode::OK, Some(true)), "{v}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let path = format!("/v1/agents/steps/{step_id}/complete");
+    let (s, v) = api.post(&path, json!({"lease_token": step["lease_token"], "output": {}})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let t = api.task(&id).await;
+    assert_eq!(t["state"], "completed", "{t}");
+    let lapses = t["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "step.expired").count();
+    assert_eq!(lapses, 0, "no lease lapsed: {t}");
+    // A heartbeat for an ended step says the lease is not held.
+    let (s, v) = api.post(&hb, json!({"lease_token": step["lease_token"]})).await;
+    assert_eq!((s, v["held"].as_bool()), (StatusCode::OK, Some(false)), "{v}");
+}
+
+async fn a_late_reply_after_the_lease_lapsed_is_refused(db: String, logs: &Path) {
+    let (_p, api) = started(&db, logs).await;
+    api.register("1s", None).await;
+    let id = api.submit("l-1", json!({}), 0).await;
+    let first = api.poll("slow", 1, 5_000).await.remove(0);
+    // The slow worker says nothing; the supervisor takes the step back once complete-by passes,
+    // and the retry (100 ms later) goes to another worker.
+    let mut second = Vec::new();
+    let give_up = Instant::now() + Duration::from_secs(20);
+    while second.is_empty() {
+        assert!(Instant::now() < give_up, "the step was never handed out again");
+        second = api.poll("fast", 1, 5_000).await;
+    }
+    let second = second.remove(0);
+    assert_eq!((second["step_id"].clone(), second["attempt"].as_u64()), (first["step_id"].clone(), Some(2)));
+    assert_ne!(second["lease_token"], first["lease_token"]);
+    let path = format!("/v1/agents/steps/{}/complete", first["step_id"].as_str().unwrap());
+    let (s, v) = api.post(&path, json!({"lease_token": first["lease_token"], "output": {"by": "slow"}})).await;
+    assert_eq!((s, v["code"].as_str()), (StatusCode::CONFLICT, Some("lease_lost")), "{v}");
+    let t = api.task(&id).await;
+    assert_eq!((t["state"].as_str(), t["steps"][0]["state"].as_str()), (Some("running"), Some("processing")), "{t}");
+    let (s, v) = api.post(&path, json!({"lease_token": second["lease_token"], "output": {"by": "fast"}})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let t = api.task(&id).await;
+    assert_eq!((t["state"].as_str(), t["output"]["by"].as_str()), (Some("completed"), Some("fast")), "{t}");
+    // A transient failure under a stale token is refused too, and changes nothing.
+    let fail = format!("/v1/agents/steps/{}/fail", first["step_id"].as_str().unwrap());
+    let (s, v) = api.post(&fail, json!({"lease_token": first["lease_token"], "reason": "late"})).await;
+    assert_eq!((s, v["code"].as_str()), (StatusCode::CONFLICT, Some("lease_lost")), "{v}");
+    assert_eq!(api.task(&id).await["state"], "completed");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Python worker example
+
+struct PyWorker(Child);
+
+impl PyWorker {
+    fn start(api: &Api, worker: &str, capacity: u32, logs: &Path) -> PyWorker {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/python_worker.py");
+        let log = std::fs::File::create(logs.join(format!("{worker}.log"))).unwrap();
+        let child = Command::new("python3")
+            .arg(script)
+            .args(["--server", &api.base, "--agent", AGENT, "--worker", worker])
+            .args(["--capacity", &capacity.to_string(), "--wait-ms", "2000"])
+            .env("SHIFTBOSS_TOKEN", &api.token)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("python3 runs");
+        PyWorker(child)
+    }
+
+    fn kill9(&mut self) {
+        self.0.kill().unwrap();
+        self.0.wait().unwrap();
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status().unwrap();
+        self.0.wait().unwrap()
+    }
+}
+
+impl Drop for PyWorker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn the_python_worker_finishes_tasks_and_survives_a_kill(db: String, logs: &Path) {
+    let (_p, api) = started(&db, logs).await;
+    // Heartbeats keep a long step (a 2 s response window within 60 s); a killed worker's steps
+    // lapse 2 s after its last heartbeat.
+    api.register("60s", Some("2s")).await;
+
+    // Quick steps, and one failing once for a passing reason: all completed.
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        ids.push(api.submit(&format!("py-{i}"), json!({"i": i}), 0).await);
+    }
+    let mut py = PyWorker::start(&api, "py-a", 4, logs);
+    for id in &ids {
+        api.wait_state(id, "completed").await;
+    }
+    let t = api.task(&ids[0]).await;
+    assert_eq!((t["output"]["shipped"].as_str(), t["output"]["worker"].as_str()), (Some("py-0"), Some("py-a")));
+    assert!(api.workers_of().await.contains(&"py-a".to_owned()));
+    // A permanent failure puts the step in Error and fails the task.
+    let failing = api.submit("py-fail", json!({"fail": "permanent"}), 0).await;
+    api.wait_state(&failing, "failed").await;
+    assert_eq!(py.terminate().code(), Some(0), "SIGTERM: the worker finishes and exits 0");
+
+    // Long steps (work for 60 s on the first attempt): the worker takes two and heartbeats.
+    let long: Vec<String> = {
+        let mut v = Vec::new();
+        for i in 0..2 {
+            v.push(api.submit(&format!("long-{i}"), json!({"sleep_s": 60, "only_first_attempt": true}), 0).await);
+        }
+        v
+    };
+    let mut doomed = PyWorker::start(&api, "py-doomed", 2, logs);
+    for id in &long {
+        wait_for("the long step is held", Duration::from_secs(20), || async {
+            api.task(id).await["steps"][0]["state"] == "processing"
+        })
+        .await;
+    }
+    // Held past its first response window: the heartbeats work.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for id in &long {
+        assert_eq!(api.task(id).await["steps"][0]["state"], "processing", "still held after 3 s");
+    }
+    doomed.kill9();
+    // The supervisor takes the steps back at their complete-by; another worker does them.
+    let _rescuer = PyWorker::start(&api, "py-rescuer", 2, logs);
+    for id in &long {
+        api.wait_state(id, "completed").await;
+        let t = api.task(id).await;
+        assert_eq!(
+            (t["output"]["worker"].as_str(), t["output"]["attempt"].as_u64()),
+            (Some("py-rescuer"), Some(2)),
+            "{t}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Each on SQLite and on PostgreSQL
+
+macro_rules! on_both_stores {
+    ($case:ident, $sqlite:ident, $postgres:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $sqlite() {
+            let dir = tempfile::tempdir().unwrap();
+            let db = dir.path().join("s.db").display().to_string();
+            $case(db, dir.path()).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $postgres() {
+            let Some(url) = test_db() else { return };
+            let (schema, _store) = PgSchema::create(&url).await;
+            let dir = tempfile::tempdir().unwrap();
+            $case(schema.db_url(), dir.path()).await;
+        }
+    };
+}
+
+on_both_stores!(long_poll_is_woken_by_a_submission, long_poll_woken_on_sqlite, long_poll_woken_on_postgres);
+on_both_stores!(
+    capacity_and_priority_are_respected,
+    capacity_and_priority_on_sqlite,
+    capacity_and_priority_on_postgres
+);
+on_both_stores!(heartbeats_keep_a_step_past_its_first_complete_by, heartbeats_on_sqlite, heartbeats_on_postgres);
+on_both_stores!(a_late_reply_after_the_lease_lapsed_is_refused, late_reply_on_sqlite, late_reply_on_postgres);
+on_both_stores!(
+    the_python_worker_finishes_tasks_and_survives_a_kill,
+    python_worker_on_sqlite,
+    python_worker_on_postgres
+);
