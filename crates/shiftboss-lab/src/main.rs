@@ -40,7 +40,7 @@ enum Command {
     /// The product's `shiftboss serve`, in this build: a chaos worker that can die at the point
     /// `SHIFTBOSS_FAULT=POINT@N` names. Takes serve's flags (no API unless `--listen` is given); no
     /// config file.
-    Worker(ServeArgs),
+    Worker(Box<ServeArgs>),
     /// Internal: the product's `shiftboss tasks`, for the harness's submitting processes.
     #[command(subcommand, hide = true)]
     Tasks(TasksCommand),

@@ -360,3 +360,31 @@ async fn jobs_enqueue_list_read_and_resubmit() {
     let (status, _, _) = api.call(Method::GET, "/v1/jobs?colour=red", Some(&t), None, "").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "an unknown filter is refused, not ignored");
 }
+
+#[tokio::test]
+async fn the_worker_protocol_routes_are_documented_with_their_scopes() {
+    let api = Api::new().await;
+    let ops = api.operations();
+    let scope_of = |m: Method, p: &str| ops.iter().find(|(om, op, _)| *om == m && op == p).map(|(_, _, s)| *s);
+    assert_eq!(scope_of(Method::POST, "/v1/agents/poll"), Some(Some(Scope::Agent)));
+    for verb in ["heartbeat", "complete", "fail"] {
+        let path = format!("/v1/agents/steps/999999/{verb}");
+        assert_eq!(scope_of(Method::POST, &path), Some(Some(Scope::Agent)), "{path}");
+    }
+    assert_eq!(scope_of(Method::GET, "/v1/agents/workers"), Some(Some(Scope::Read)));
+    // This engine declares no remote agent type: a poll for any type is refused, so a worker
+    // never takes the steps of an in-process agent.
+    let worker = api.token("ship-worker", &[Scope::Agent]).await;
+    let (status, v) = api
+        .json(Method::POST, "/v1/agents/poll", &worker, json!({"agents": ["http"], "worker": "w1", "capacity": 1}))
+        .await;
+    assert_eq!((status, v["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("agent_not_remote")), "{v}");
+    // A reply for a step that does not exist is a lost lease, not a server error.
+    let (status, v) = api
+        .json(Method::POST, "/v1/agents/steps/999999/complete", &worker, json!({"lease_token": "1", "output": {}}))
+        .await;
+    assert_eq!((status, v["code"].as_str()), (StatusCode::CONFLICT, Some("lease_lost")), "{v}");
+    let (status, v) =
+        api.json(Method::POST, "/v1/agents/steps/999999/heartbeat", &worker, json!({"lease_token": "x"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+}

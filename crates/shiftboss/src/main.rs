@@ -58,7 +58,7 @@ enum Command {
     /// purpose, N orders through them, and a summary.
     Demo(demo::DemoArgs),
     /// Run the scheduler and supervisor roles (all or some) until stopped with Ctrl-C or SIGTERM.
-    Serve(commands::serve::ServeArgs),
+    Serve(Box<commands::serve::ServeArgs>),
     /// Create the state store, or bring its schema to this build's version.
     Migrate,
     /// Register workflow definitions (JSON, YAML or Conductor's) and look at them.
