@@ -4,7 +4,30 @@
 //! dropped at the end, and `psql` for what the store contract does not show (the leader row).
 #![allow(dead_code)] // each test file uses its own part of this module
 
+pub mod api;
 pub mod proxy;
+
+/// Two tests of one case, `async fn case(db: String, logs: &Path)`: one on a SQLite file, one on
+/// a fresh PostgreSQL schema (skipped loudly, or failing under CI, without a server).
+#[allow(unused_macros)] // only the files that run a case on both stores use it
+macro_rules! on_both_stores {
+    ($case:ident, $sqlite:ident, $postgres:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $sqlite() {
+            let dir = tempfile::tempdir().unwrap();
+            let db = dir.path().join("s.db").display().to_string();
+            $case(db, dir.path()).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $postgres() {
+            let Some(url) = $crate::common::test_db() else { return };
+            let (schema, _store) = $crate::common::PgSchema::create(&url).await;
+            let dir = tempfile::tempdir().unwrap();
+            $case(schema.db_url(), dir.path()).await;
+        }
+    };
+}
 
 use axum::Router;
 use axum::extract::State;

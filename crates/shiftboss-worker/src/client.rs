@@ -1,0 +1,173 @@
+//! One call per route of the worker protocol, each bounded in time, with errors that say whether
+//! the same call is worth sending again.
+
+use crate::config::WorkerConfig;
+use crate::protocol::{
+    CompleteRequest, FailRequest, HeartbeatAnswer, HeartbeatRequest, PollAnswer, PollRequest, Problem, Step,
+};
+use reqwest::StatusCode;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The worker could not be set up (a bad URL, no TLS roots).
+    #[error("worker setup: {0}")]
+    Setup(String),
+    /// No answer: the server is down, unreachable, or too slow. The same call may be sent again.
+    #[error("no answer from {url}: {why}")]
+    Unreachable { url: String, why: String },
+    /// The step's lease is not this worker's any more (409 `lease_lost`): drop the step.
+    #[error("the lease of step {0} is lost: it lapsed, or the step ended")]
+    LeaseLost(String),
+    /// The server refused the request and will refuse it again (a 4xx).
+    #[error("refused ({status} {code}): {detail}")]
+    Refused { status: u16, code: String, detail: String },
+    /// The server failed (a 5xx, such as its store being out of reach). The same call may be
+    /// sent again later.
+    #[error("server error ({status} {code}): {detail}")]
+    Server { status: u16, code: String, detail: String },
+}
+
+impl ClientError {
+    /// Whether the same call may succeed if sent again.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ClientError::Unreachable { .. } | ClientError::Server { .. })
+    }
+}
+
+/// A client of one server's worker routes.
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: Arc<str>,
+    token: Arc<str>,
+    request_timeout: Duration,
+}
+
+impl Client {
+    pub fn new(config: &WorkerConfig) -> Result<Client, ClientError> {
+        let base = config.server.trim_end_matches('/');
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ClientError::Setup(format!("server {base:?}: give an http:// or https:// URL")));
+        }
+        let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls()?)
+            .connect_timeout(config.request_timeout.min(Duration::from_secs(5)))
+            // The API never redirects; a redirect would carry the token elsewhere.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| ClientError::Setup(e.to_string()))?;
+        Ok(Client {
+            http,
+            base: base.into(),
+            token: config.token.as_str().into(),
+            request_timeout: config.request_timeout,
+        })
+    }
+
+    /// Asks for up to `capacity` steps, waiting up to `wait` when none is due.
+    pub(crate) async fn poll(
+        &self,
+        config: &WorkerConfig,
+        capacity: u32,
+        wait: Duration,
+    ) -> Result<Vec<Step>, ClientError> {
+        let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+        let body = PollRequest {
+            agents: &config.agents,
+            worker: &config.worker_id,
+            capacity,
+            wait_ms,
+            domains: &config.domains,
+        };
+        let answer: PollAnswer = self.post("/v1/agents/poll", &body, self.request_timeout + wait, None).await?;
+        Ok(answer.steps)
+    }
+
+    /// Moves the step's complete-by on. `Some(seconds left)` while the lease is held, `None` when
+    /// it is lost (stop working on the step).
+    pub(crate) async fn heartbeat(&self, step: &Step) -> Result<Option<f64>, ClientError> {
+        let path = format!("/v1/agents/steps/{}/heartbeat", step.step_id);
+        let body = HeartbeatRequest { lease_token: &step.lease_token };
+        let answer: HeartbeatAnswer = self.post(&path, &body, self.request_timeout, Some(step)).await?;
+        Ok(answer.held.then_some(answer.seconds_left.unwrap_or(0.0)))
+    }
+
+    pub(crate) async fn complete(&self, step: &Step, output: &Value, worker: &str) -> Result<(), ClientError> {
+        let path = format!("/v1/agents/steps/{}/complete", step.step_id);
+        let body = CompleteRequest { lease_token: &step.lease_token, output, worker };
+        self.post::<Value>(&path, &body, self.request_timeout, Some(step)).await.map(drop)
+    }
+
+    pub(crate) async fn fail(
+        &self,
+        step: &Step,
+        reason: &str,
+        permanent: bool,
+        worker: &str,
+    ) -> Result<(), ClientError> {
+        let path = format!("/v1/agents/steps/{}/fail", step.step_id);
+        let body = FailRequest { lease_token: &step.lease_token, reason, permanent, worker };
+        self.post::<Value>(&path, &body, self.request_timeout, Some(step)).await.map(drop)
+    }
+
+    async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+        timeout: Duration,
+        step: Option<&Step>,
+    ) -> Result<T, ClientError> {
+        let url = format!("{}{path}", self.base);
+        let unreachable = |e: reqwest::Error| ClientError::Unreachable { url: url.clone(), why: cause(&e) };
+        let res = self
+            .http
+            .post(&url)
+            .bearer_auth(&*self.token)
+            .timeout(timeout)
+            .json(body)
+            .send()
+            .await
+            .map_err(unreachable)?;
+        let status = res.status();
+        if status.is_success() {
+            return res.json().await.map_err(unreachable);
+        }
+        let problem: Problem = res.json().await.unwrap_or_default();
+        if status == StatusCode::CONFLICT && problem.code == "lease_lost" {
+            return Err(ClientError::LeaseLost(step.map(|s| s.step_id.clone()).unwrap_or_default()));
+        }
+        let (status, code, detail) = (status.as_u16(), problem.code, problem.detail);
+        Err(if status >= 500 || status == 408 || status == 429 {
+            ClientError::Server { status, code, detail }
+        } else {
+            ClientError::Refused { status, code, detail }
+        })
+    }
+}
+
+/// ring and the system's roots: reqwest is built here without a crypto provider of its own.
+fn tls() -> Result<rustls::ClientConfig, ClientError> {
+    use rustls_platform_verifier::BuilderVerifierExt;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .and_then(|b| b.with_platform_verifier())
+        .map_err(|e| ClientError::Setup(format!("TLS: {e}")))?
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// The innermost cause: reqwest's own text is only "error sending request".
+fn cause(e: &reqwest::Error) -> String {
+    let mut source: &dyn std::error::Error = e;
+    while let Some(next) = source.source() {
+        source = next;
+    }
+    if e.is_timeout() { "timed out".into() } else { source.to_string() }
+}

@@ -1,0 +1,276 @@
+//! The worker: polls for as many steps as it has free slots, runs each in a task of its own with
+//! a deadline from its lease, heartbeats while it runs, and answers fenced by the lease token.
+//!
+//! The deadline is measured with this process's monotonic clock from before the poll was sent,
+//! so it is never later than the server's complete-by: a step not done by then is dropped and
+//! answered for by nobody (P5), since the supervisor may already have handed it to another worker.
+
+use crate::client::{Client, ClientError};
+use crate::config::WorkerConfig;
+use crate::protocol::Step;
+use async_trait::async_trait;
+use serde_json::Value;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio::time::{Instant, sleep, sleep_until};
+
+/// Runs the steps of the worker's agent types.
+#[async_trait]
+pub trait Handler: Send + Sync + 'static {
+    /// Runs one step and gives its output. The future is dropped, unfinished, when the step's
+    /// deadline passes or its lease is lost: make what it does safe to stop (and pass
+    /// `step.idempotency_key` to the services it calls).
+    async fn run(&self, step: &Step) -> Result<Value, Failure>;
+}
+
+/// A handler shared with the code that made it (to read its state afterwards, say).
+#[async_trait]
+impl<H: Handler> Handler for Arc<H> {
+    async fn run(&self, step: &Step) -> Result<Value, Failure> {
+        (**self).run(step).await
+    }
+}
+
+/// Why a step failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// A fault that may pass: the step runs again after its retry policy's delay.
+    Transient(String),
+    /// A fault that will not pass: the step goes to Error at once, for an operator.
+    Permanent(String),
+}
+
+/// What a worker did, counted since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Steps answered as completed.
+    pub completed: u64,
+    /// Steps answered as failed (transient or permanent).
+    pub failed: u64,
+    /// Steps dropped without an answer: their deadline passed, their lease was lost, or the
+    /// answer was refused as stale.
+    pub dropped: u64,
+    /// Polls that failed (the server out of reach, or answering 5xx).
+    pub poll_errors: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    completed: AtomicU64,
+    failed: AtomicU64,
+    dropped: AtomicU64,
+    poll_errors: AtomicU64,
+}
+
+impl Counters {
+    fn add(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn stats(&self) -> WorkerStats {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        WorkerStats {
+            completed: g(&self.completed),
+            failed: g(&self.failed),
+            dropped: g(&self.dropped),
+            poll_errors: g(&self.poll_errors),
+        }
+    }
+}
+
+pub struct Worker {
+    config: Arc<WorkerConfig>,
+    client: Client,
+    handler: Arc<dyn Handler>,
+    counters: Arc<Counters>,
+}
+
+/// How many times an answer is sent again after no answer or a 5xx, and the first pause.
+const ANSWER_TRIES: u32 = 6;
+const ANSWER_BACKOFF: Duration = Duration::from_millis(100);
+
+impl Worker {
+    pub fn new(config: WorkerConfig, handler: impl Handler) -> Result<Worker, ClientError> {
+        config.validate().map_err(ClientError::Setup)?;
+        let client = Client::new(&config)?;
+        Ok(Worker { config: Arc::new(config), client, handler: Arc::new(handler), counters: Arc::default() })
+    }
+
+    /// What it did so far.
+    pub fn stats(&self) -> WorkerStats {
+        self.counters.stats()
+    }
+
+    /// Polls and runs steps until `shutdown` completes, then stops polling and waits for the
+    /// steps it holds to finish (each is bounded by its deadline) and answers for them. A poll
+    /// in flight at shutdown is dropped: steps it may have claimed come back through the
+    /// supervisor at their complete-by. Ends early with the error when the server refuses the
+    /// poll itself (a bad token, a type it does not declare remote), after the held steps.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<WorkerStats, ClientError> {
+        tokio::pin!(shutdown);
+        let slots = Arc::new(Semaphore::new(self.config.concurrency));
+        let mut running = JoinSet::new();
+        let mut failures = 0u32;
+        let mut refused = None;
+        loop {
+            while running.try_join_next().is_some() {}
+            let first = tokio::select! {
+                () = &mut shutdown => break,
+                p = slots.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+            };
+            let mut permits = vec![first];
+            while let Ok(p) = slots.clone().try_acquire_owned() {
+                permits.push(p);
+            }
+            let capacity = u32::try_from(permits.len()).unwrap_or(u32::MAX);
+            let asked_at = Instant::now();
+            let polled = tokio::select! {
+                () = &mut shutdown => break,
+                r = self.client.poll(&self.config, capacity, self.config.poll_wait) => r,
+            };
+            match polled {
+                Ok(steps) => {
+                    failures = 0;
+                    for step in steps {
+                        let job = StepRun {
+                            step,
+                            asked_at,
+                            _slot: permits.pop(),
+                            client: self.client.clone(),
+                            handler: self.handler.clone(),
+                            counters: self.counters.clone(),
+                            worker: self.config.worker_id.clone(),
+                        };
+                        running.spawn(job.run());
+                    }
+                }
+                Err(e) if e.is_transient() => {
+                    Counters::add(&self.counters.poll_errors);
+                    failures = failures.saturating_add(1);
+                    let pause = self
+                        .config
+                        .poll_backoff
+                        .saturating_mul(1 << failures.min(5))
+                        .min(self.config.poll_backoff * 30);
+                    tracing::warn!(error = %e, pause_ms = pause.as_millis() as u64, "poll failed; polling again after a pause");
+                    tokio::select! {
+                        () = &mut shutdown => break,
+                        () = sleep(pause) => {}
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "the server refused the poll; the worker stops");
+                    refused = Some(e);
+                    break;
+                }
+            }
+        }
+        while running.join_next().await.is_some() {}
+        match refused {
+            Some(e) => Err(e),
+            None => Ok(self.counters.stats()),
+        }
+    }
+}
+
+/// One held step, run to its answer or its deadline.
+struct StepRun {
+    step: Step,
+    asked_at: Instant,
+    /// The worker's slot, given back when the step's run ends. None only if a server handed out
+    /// more than the capacity asked for: the step is run anyway, as it is claimed.
+    _slot: Option<OwnedSemaphorePermit>,
+    client: Client,
+    handler: Arc<dyn Handler>,
+    counters: Arc<Counters>,
+    worker: String,
+}
+
+impl StepRun {
+    async fn run(self) {
+        let window = seconds(self.step.seconds_left);
+        let (moved, mut deadline) = watch::channel(self.asked_at + window);
+        let work = self.handler.run(&self.step);
+        let beats = heartbeats(&self.client, &self.step, moved);
+        tokio::pin!(work, beats);
+        let outcome = loop {
+            let until = *deadline.borrow_and_update();
+            tokio::select! {
+                r = &mut work => break Some(r),
+                () = &mut beats => break None,
+                () = sleep_until(until) => break None,
+                _ = deadline.changed() => {}
+            }
+        };
+        let Some(outcome) = outcome else {
+            tracing::warn!(step = %self.step.step_id, "step dropped unanswered: its deadline passed or its lease was lost");
+            Counters::add(&self.counters.dropped);
+            return;
+        };
+        let (step, worker) = (&self.step, self.worker.as_str());
+        let answered = match &outcome {
+            Ok(output) => answer(|| self.client.complete(step, output, worker)).await,
+            Err(Failure::Transient(why)) => answer(|| self.client.fail(step, why, false, worker)).await,
+            Err(Failure::Permanent(why)) => answer(|| self.client.fail(step, why, true, worker)).await,
+        };
+        match (answered, outcome) {
+            (Ok(()), Ok(_)) => Counters::add(&self.counters.completed),
+            (Ok(()), Err(_)) => Counters::add(&self.counters.failed),
+            (Err(e), _) => {
+                tracing::warn!(step = %step.step_id, error = %e, "the step's answer was not taken");
+                Counters::add(&self.counters.dropped);
+            }
+        }
+    }
+}
+
+/// Sends an answer, again after no answer or a 5xx (an identical repeat is acknowledged and
+/// changes nothing), a bounded number of times.
+async fn answer<F, Fut>(send: F) -> Result<(), ClientError>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<(), ClientError>>,
+{
+    let mut pause = ANSWER_BACKOFF;
+    for _ in 1..ANSWER_TRIES {
+        match send().await {
+            Err(e) if e.is_transient() => {
+                sleep(pause).await;
+                pause *= 2;
+            }
+            done => return done,
+        }
+    }
+    send().await
+}
+
+/// Heartbeats at a third of the time left, moving the deadline on with each answer. Returns when
+/// the lease is lost. When a heartbeat no longer moves the deadline (the step has no response
+/// window, or has reached its whole timeout), it stops beating and waits for ever.
+async fn heartbeats(client: &Client, step: &Step, deadline: watch::Sender<Instant>) {
+    loop {
+        let left = deadline.borrow().saturating_duration_since(Instant::now());
+        sleep((left / 3).max(Duration::from_millis(50))).await;
+        let sent = Instant::now();
+        match client.heartbeat(step).await {
+            Ok(Some(secs)) => {
+                let new = sent + seconds(secs);
+                if new <= *deadline.borrow() {
+                    return std::future::pending().await;
+                }
+                deadline.send_replace(new);
+            }
+            Ok(None) | Err(ClientError::LeaseLost(_)) => return,
+            Err(e) => tracing::debug!(step = %step.step_id, error = %e, "heartbeat failed; trying again"),
+        }
+    }
+}
+
+/// A server's seconds as a duration: negative, NaN or absurd values count as none left.
+fn seconds(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s).unwrap_or(Duration::ZERO).min(Duration::from_secs(7 * 24 * 3600))
+}
