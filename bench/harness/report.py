@@ -85,6 +85,10 @@ def write(r, path, plot_name):
     both("  API call p50 / p99 / max ms", lambda s: _lat(s.get("api_submit")))
     both("  serve peak RSS MB under that load", lambda s: _f((_g(s, "api_submit", "vm_hwm_kb") or 0) / 1024 or None,
                                                              "{:.1f}"))
+    for w in (1, 4):
+        both(f"remote workers x{w} (Rust client, batch polls): steps/s",
+             lambda s, w=w: _f(_g(s, f"remote_{w}", "steps_per_s")))
+        both(f"  pickup of a waiting long poll, p50 / p99 / max ms (x{w})", lambda s, w=w: _lat(_g(s, f"remote_{w}", "pickup")))
     rec = _g(r, "postgres", "recovery") or _g(r, "sqlite", "recovery") or {}
     L += ["", f"Pickup: one job every {r['sizes']['pickup_every_ms']} ms for {r['sizes']['pickup_s']} s on an idle "
           f"store. Recovery: supervisor interval {rec.get('supervisor_interval_ms', '-')} ms, scheduler poll "

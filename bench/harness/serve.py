@@ -120,29 +120,54 @@ def under_load(sb, db, jobs):
     return {"jobs": jobs, "enqueue_s": enq["enqueue_s"], "drain_s": drain, "vm_hwm_kb": hwm}
 
 
+class _ServeWithApi:
+    """A `serve` process with its API on a free loopback port, its first admin token in a file;
+    stopped (stdin closed) when the block ends."""
+
+    def __init__(self, sb, db, args):
+        self.sb, self.db, self.args = sb, db, args
+
+    def __enter__(self):
+        sb = self.sb
+        self.token = os.path.join(sb.workdir, f"api-{os.getpid()}-{time.monotonic_ns()}.token")
+        logf = self.token + ".log"
+        with open(logf, "w") as err:
+            self.p = subprocess.Popen([sb.exe, "--db", self.db, "serve", *self.args, "--listen", "127.0.0.1:0",
+                                       "--admin-token-file", self.token, "--stop-when-stdin-closes"],
+                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, cwd=sb.workdir)
+        self.url = None
+        t0 = time.monotonic()
+        while self.url is None:
+            if self.p.poll() is not None or time.monotonic() - t0 > 60:
+                stop_serve(self.p)
+                raise RuntimeError(f"serve {' '.join(self.args)} did not start: " + open(logf).read())
+            for line in open(logf).read().splitlines():
+                if "api (http://" in line:
+                    self.url = line.split("api (", 1)[1].split(")", 1)[0]
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        stop_serve(self.p)
+
+
 def api_submit(sb, db, tasks, clients):
     """Issue 16: `tasks` submissions through the HTTP API of one `serve --roles api`, from `clients`
     concurrent keep-alive clients (`shiftboss-lab bench api`); submissions/s, call latency, and the
     serve process's peak RSS under that load."""
-    token = os.path.join(sb.workdir, f"api-{os.getpid()}-{time.monotonic_ns()}.token")
-    logf = token + ".log"
-    with open(logf, "w") as err:
-        p = subprocess.Popen([sb.exe, "--db", db, "serve", "--roles", "api", "--listen", "127.0.0.1:0",
-                              "--admin-token-file", token, "--stop-when-stdin-closes"],
-                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, cwd=sb.workdir)
-    try:
-        url = None
-        t0 = time.monotonic()
-        while url is None:
-            if p.poll() is not None or time.monotonic() - t0 > 60:
-                raise RuntimeError("serve --roles api did not start: " + open(logf).read())
-            for line in open(logf).read().splitlines():
-                if "api (http://" in line:
-                    url = line.split("api (", 1)[1].split(")", 1)[0]
-            time.sleep(0.05)
-        out = sb.bench(db, "api", "--url", url, "--token-file", token, "--tasks", tasks, "--clients", clients)
-        out["vm_hwm_kb"] = vm(p.pid, "VmHWM")
-    finally:
-        stop_serve(p)
+    with _ServeWithApi(sb, db, ["--roles", "api"]) as s:
+        out = sb.bench(db, "api", "--url", s.url, "--token-file", s.token, "--tasks", tasks, "--clients", clients)
+        out["vm_hwm_kb"] = vm(s.p.pid, "VmHWM")
     log(f"API submissions: {out['submissions_per_s']:,.0f}/s, VmHWM {out['vm_hwm_kb']} kB")
+    return out
+
+
+def remote_workers(sb, db, steps, workers, concurrency):
+    """Issue 17: `steps` one-step no-op steps drained by `workers` worker processes (the Rust
+    client, `concurrency` slots each, polling in batches) through one `serve --remote-agent noop`,
+    then the pickup of a waiting long poll (`shiftboss-lab bench remote`)."""
+    with _ServeWithApi(sb, db, ["--remote-agent", "noop"]) as s:
+        out = sb.bench(db, "remote", "--url", s.url, "--token-file", s.token, "--steps", steps,
+                       "--workers", workers, "--concurrency", concurrency)
+    log(f"remote workers x{workers}: {out['steps_per_s']:,.0f} steps/s, pickup {out.get('pickup')}")
     return out

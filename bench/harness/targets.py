@@ -92,6 +92,13 @@ def check(r):
                              f">= {want:,}/s, p99 <= 20 ms, RSS <= 100 MB", rate >= want and p99 <= 20 and mb <= 100))
         else:
             rows.append(_row(f"API submissions on {store}", "-", f">= {want:,}/s, p99 <= 20 ms, RSS <= 100 MB", None))
+    # Issue 17: remote workers on PostgreSQL (native protocol).
+    best = max([v for v in (_get(r, "postgres", f"remote_{w}", "steps_per_s") for w in (1, 4)) if v] or [0]) or None
+    rows.append(_row("PostgreSQL remote workers, steps/s (best of 1 and 4 processes)",
+                     f"{best:,.0f}/s" if best else "-", ">= 10,000/s", None if not best else best >= 10000))
+    p99s = [v for v in (_get(r, "postgres", f"remote_{w}", "pickup", "p99_ms") for w in (1, 4)) if v is not None]
+    rows.append(_row("PostgreSQL remote pickup p99 (waiting long poll)", f"{max(p99s):.1f} ms" if p99s else "-",
+                     "<= 5 ms", None if not p99s else max(p99s) <= 5))
     idle = _get(r, "postgres", "idle", "xact_per_s")
     rows.append(_row("idle load of one serve (PostgreSQL)", f"{idle:.2f} xact/s" if idle is not None else "-",
                      "<= 1 xact/s", None if idle is None else idle <= 1.0))

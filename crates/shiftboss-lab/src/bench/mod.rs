@@ -13,6 +13,7 @@ mod jobs;
 mod noop;
 mod pickup;
 mod recovery;
+mod remote;
 mod sqlite_commits;
 mod stats;
 mod submit;
@@ -34,6 +35,12 @@ pub enum BenchCommand {
     Submit(submit::SubmitArgs),
     /// Submissions through a running serve's HTTP API from concurrent clients (bench/api starts it).
     Api(api::ApiArgs),
+    /// Remote workers: worker processes (the Rust client) draining one-step no-op steps through a
+    /// running serve's API, and the pickup of a waiting long poll (bench/remote starts the serve).
+    Remote(remote::RemoteArgs),
+    /// Internal: one worker process of `bench remote`.
+    #[command(hide = true)]
+    RemoteWorker(remote::RemoteWorkerArgs),
     /// Recovery: a step whose agent's process dies; time from its complete-by to its next start.
     Recovery(recovery::RecoveryArgs),
     /// Claim and sweep cost against whatever finished records the store already holds.
@@ -53,6 +60,8 @@ impl BenchCommand {
             BenchCommand::Flow(a) => flow::run(db, a).await?,
             BenchCommand::Submit(a) => submit::run(db, a).await?,
             BenchCommand::Api(a) => api::run(a).await?,
+            BenchCommand::Remote(a) => remote::run(a).await?,
+            BenchCommand::RemoteWorker(a) => return remote::worker(a).await,
             BenchCommand::Recovery(a) => recovery::run(db, a).await?,
             BenchCommand::Claim(a) => claim::run(db, a).await?,
             BenchCommand::SqliteCommits(a) => sqlite_commits::run(db, a).await?,
