@@ -170,6 +170,11 @@ impl Store for Counting {
         self.inner.get_archived_task(id).await
     }
 
+    async fn get_task_head(&self, id: TaskId, archived: bool, events: u32) -> Result<Option<TaskDetail>> {
+        self.count("get_task_head");
+        self.inner.get_task_head(id, archived, events).await
+    }
+
     async fn find_archived_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>> {
         self.count("find_archived_task_by_key");
         self.inner.find_archived_task_by_key(key).await

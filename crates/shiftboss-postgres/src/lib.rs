@@ -500,11 +500,16 @@ impl Store for PostgresStore {
     }
 
     async fn get_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {
-        self.snapshot(async |c| query::get_task(c, id, query::Place::Hot).await).await
+        self.snapshot(async |c| query::get_task(c, id, query::Place::Hot, None).await).await
     }
 
     async fn get_archived_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {
-        self.snapshot(async |c| query::get_task(c, id, query::Place::History).await).await
+        self.snapshot(async |c| query::get_task(c, id, query::Place::History, None).await).await
+    }
+
+    async fn get_task_head(&self, id: TaskId, archived: bool, events: u32) -> Result<Option<TaskDetail>> {
+        let place = if archived { query::Place::History } else { query::Place::Hot };
+        self.snapshot(async |c| query::get_task(c, id, place, Some(events)).await).await
     }
 
     async fn find_archived_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>> {

@@ -45,13 +45,26 @@ impl Place {
 }
 
 /// In one snapshot.
-pub async fn get_task(c: Conn<'_>, id: TaskId, place: Place) -> Result<Option<TaskDetail>, StoreError> {
+/// A task with its steps and its first `events` events (all of them when none).
+pub async fn get_task(
+    c: Conn<'_>,
+    id: TaskId,
+    place: Place,
+    events: Option<u32>,
+) -> Result<Option<TaskDetail>, StoreError> {
     let h = place.suffix();
     let task = format!("SELECT {TASK_COLUMNS} FROM tasks{h} WHERE id = $1");
     let steps = format!("SELECT {STEP_COLUMNS} FROM steps{h} WHERE task_id = $1 ORDER BY id");
-    let events = format!("SELECT {EVENT_COLUMNS} FROM events{h} WHERE task_id = $1 ORDER BY id");
+    // LIMIT NULL is no limit.
+    let events_sql = format!("SELECT {EVENT_COLUMNS} FROM events{h} WHERE task_id = $1 ORDER BY id LIMIT $2");
+    let limit = events.map(i64::from);
     let by_id: [&(dyn ToSql + Sync); 1] = [&id.0];
-    together!(task = c.query_opt(&task, &by_id), steps = c.query(&steps, &by_id), events = c.query(&events, &by_id));
+    let limited: [&(dyn ToSql + Sync); 2] = [&id.0, &limit];
+    together!(
+        task = c.query_opt(&task, &by_id),
+        steps = c.query(&steps, &by_id),
+        events = c.query(&events_sql, &limited)
+    );
     let Some(task) = task else { return Ok(None) };
     Ok(Some(TaskDetail {
         task: TaskRecord { archived: place == Place::History, ..crate::rows::task(&task)? },

@@ -316,11 +316,16 @@ impl Store for SqliteStore {
     }
 
     async fn get_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {
-        self.read(move |c| query::get_task(c, id, query::Place::Hot)).await
+        self.read(move |c| query::get_task(c, id, query::Place::Hot, None)).await
     }
 
     async fn get_archived_task(&self, id: TaskId) -> Result<Option<TaskDetail>> {
-        self.read(move |c| query::get_task(c, id, query::Place::History)).await
+        self.read(move |c| query::get_task(c, id, query::Place::History, None)).await
+    }
+
+    async fn get_task_head(&self, id: TaskId, archived: bool, events: u32) -> Result<Option<TaskDetail>> {
+        let place = if archived { query::Place::History } else { query::Place::Hot };
+        self.read(move |c| query::get_task(c, id, place, Some(events))).await
     }
 
     async fn find_archived_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>> {

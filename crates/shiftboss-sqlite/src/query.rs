@@ -26,7 +26,13 @@ impl Place {
     }
 }
 
-pub fn get_task(c: &Connection, id: TaskId, place: Place) -> Result<Option<TaskDetail>, StoreError> {
+/// A task with its steps and its first `events` events (all of them when none).
+pub fn get_task(
+    c: &Connection,
+    id: TaskId,
+    place: Place,
+    events: Option<u32>,
+) -> Result<Option<TaskDetail>, StoreError> {
     let task = c
         .query_row(
             &format!("SELECT {TASK_COLUMNS} FROM {} WHERE id = ?1", place.table("tasks")),
@@ -43,10 +49,12 @@ pub fn get_task(c: &Connection, id: TaskId, place: Place) -> Result<Option<TaskD
         [id.0],
         crate::rows::step,
     )?;
+    // LIMIT -1 is no limit in SQLite.
+    let limit = events.map_or(-1, i64::from);
     let events = collect(
         c,
-        &format!("SELECT {EVENT_COLUMNS} FROM {} WHERE task_id = ?1 ORDER BY id", place.table("events")),
-        [id.0],
+        &format!("SELECT {EVENT_COLUMNS} FROM {} WHERE task_id = ?1 ORDER BY id LIMIT ?2", place.table("events")),
+        [id.0, limit],
         crate::rows::event,
     )?;
     Ok(Some(TaskDetail { task, steps, events }))

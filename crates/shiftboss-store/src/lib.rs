@@ -145,6 +145,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// A task the archiver moved to history, with its steps and events as they were.
     async fn get_archived_task(&self, id: TaskId) -> Result<Option<TaskDetail>>;
+    /// A task (from history when `archived`) with its steps and only its first `events` events:
+    /// a view that pages the rest (`task_events`) need not read a long history to show a page.
+    async fn get_task_head(&self, id: TaskId, archived: bool, events: u32) -> Result<Option<TaskDetail>>;
 
     async fn find_archived_task_by_key(&self, key: &str) -> Result<Option<TaskRecord>>;
 

@@ -222,7 +222,7 @@ async fn get_task(
 ) -> Result<Json<TaskView>, ApiError> {
     let events = events_limit(q.events_limit)?;
     let id = wire::task_id(&id).ok_or_else(|| no_task(&id))?;
-    let (detail, _) = detail(&state, id).await?.ok_or_else(|| no_task(&id.to_string()))?;
+    let detail = head(&state, id, events).await?.ok_or_else(|| no_task(&id.to_string()))?;
     Ok(Json(TaskView::new(detail, events)))
 }
 
@@ -243,7 +243,7 @@ async fn get_task_by_key(
     };
     let not_found = || ApiError::not_found(format!("no task with key {key:?}"));
     let id = id.ok_or_else(not_found)?;
-    let (detail, _) = detail(&state, id).await?.ok_or_else(not_found)?;
+    let detail = head(&state, id, events).await?.ok_or_else(not_found)?;
     Ok(Json(TaskView::new(detail, events)))
 }
 
@@ -274,7 +274,7 @@ async fn task_events(
     };
     let task_id = wire::task_id(&id).ok_or_else(|| no_task(&id))?;
     let mut events = state.store().task_events(TaskEvents { task_id, after, limit: limit + 1 }).await?;
-    if events.is_empty() && after.is_none() && detail(&state, task_id).await?.is_none() {
+    if events.is_empty() && after.is_none() && head(&state, task_id, 0).await?.is_none() {
         return Err(no_task(&id));
     }
     let more = events.len() > limit as usize;
@@ -292,6 +292,17 @@ fn events_limit(n: Option<u32>) -> Result<usize, ApiError> {
 
 fn no_task(id: &str) -> ApiError {
     ApiError::not_found(format!("no task {id}"))
+}
+
+/// The task with its steps and its first `events` events (one more, so that the view knows
+/// whether a next page exists), from the hot tables, else from history.
+async fn head(state: &AppState, id: TaskId, events: usize) -> Result<Option<TaskDetail>, StoreError> {
+    let store = state.store();
+    let n = u32::try_from(events).unwrap_or(u32::MAX).saturating_add(1);
+    if let Some(d) = store.get_task_head(id, false, n).await? {
+        return Ok(Some(d));
+    }
+    store.get_task_head(id, true, n).await
 }
 
 /// The task's detail from the hot tables, else from history; whether it came from history.

@@ -167,6 +167,13 @@ pub async fn task_events_come_a_page_at_a_time_live_or_archived<F: Fixture>(f: F
     assert!(h.store.task_events(unknown).await.expect("events").is_empty());
     let too_many = TaskEvents { task_id: task, after: None, limit: MAX_EVENT_PAGE + 1 };
     assert!(matches!(h.store.task_events(too_many).await, Err(StoreError::InvalidInput(_))));
+    // The head: the task and its steps as `get_task` gives them, and only the first events.
+    let whole = h.task(task).await;
+    let head = h.store.get_task_head(task, false, 3).await.expect("head").expect("live");
+    assert_eq!((&head.task, &head.steps, &head.events[..]), (&whole.task, &whole.steps, &all[..3]));
+    assert!(h.store.get_task_head(task, false, 0).await.expect("head").expect("live").events.is_empty());
+    assert!(h.store.get_task_head(task, true, 3).await.expect("head").is_none(), "not in history yet");
+    assert!(h.store.get_task_head(TaskId(987_654), false, 3).await.expect("head").is_none());
 
     // Archived: read from history, the archiver's own event last.
     h.advance(secs(60));
@@ -176,6 +183,10 @@ pub async fn task_events_come_a_page_at_a_time_live_or_archived<F: Fixture>(f: F
     let archived = page_through(4).await;
     assert_eq!(archived[..all.len()], all[..], "the same events, then the archiver's");
     assert_eq!(archived.last().map(|e| e.kind.as_str()), Some(event_kind::TASK_ARCHIVED));
+    assert!(h.store.get_task_head(task, false, 3).await.expect("head").is_none(), "not live any more");
+    let head = h.store.get_task_head(task, true, 2).await.expect("head").expect("archived");
+    assert!(head.task.archived);
+    assert_eq!((head.steps.len(), &head.events[..]), (whole.steps.len(), &all[..2]));
     let u = TaskEvents { task_id: other, after: None, limit: 100 };
     assert!(h.store.task_events(u).await.expect("events").iter().all(|e| e.task_id == other));
 }
