@@ -136,6 +136,7 @@ mod http;
 mod importer;
 mod javascript;
 mod relocate;
+mod scripts;
 mod task_def;
 mod task_type;
 mod tasks;
@@ -148,6 +149,8 @@ use serde::Serialize;
 use serde_json::Value;
 use shiftboss_core::workflow::parse::MAX_DEFINITION_BYTES;
 use shiftboss_core::workflow::{DefinitionError, WorkflowDef};
+
+pub use scripts::{INLINE_AGENT, JQ_AGENT};
 
 /// An error at a place of the Conductor document (the core's constructor is its own).
 pub(crate) fn err(path: impl Into<String>, problem: impl Into<String>) -> DefinitionError {
