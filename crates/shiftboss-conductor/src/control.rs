@@ -271,9 +271,8 @@ impl Importer {
         };
         // `$.<loop>['iteration'] < N` (or `<=`) reads the same in both languages, and bounds the
         // loop; any other condition is evaluated in JavaScript by a step run last in each pass.
-        let fast = translate_js(text, &mut resolve)
-            .ok()
-            .filter(|out| out.bound.as_ref().is_some_and(|b| b.root == name));
+        let fast =
+            translate_js(text, &mut resolve).ok().filter(|out| out.bound.as_ref().is_some_and(|b| b.root == name));
         let mut step = match fast {
             Some(out) => {
                 let mut step = StepDef::do_while("", wrap_expr(&out.text), DEFAULT_MAX_ITERATIONS, body);

@@ -76,7 +76,12 @@ impl Importer {
         Ok(Value::Object(out))
     }
 
-    pub(super) fn inline(&mut self, t: &Map<String, Value>, at: &str, loops: &[String]) -> Result<StepDef, DefinitionError> {
+    pub(super) fn inline(
+        &mut self,
+        t: &Map<String, Value>,
+        at: &str,
+        loops: &[String],
+    ) -> Result<StepDef, DefinitionError> {
         let ppath = format!("{at}.inputParameters");
         let params = match t.get("inputParameters") {
             Some(Value::Object(p)) => p,
@@ -104,9 +109,15 @@ impl Importer {
         Ok(StepDef::agent("", INLINE_AGENT).with_config(json!({"script": script})).with_input(input))
     }
 
-    pub(super) fn lambda(&mut self, t: &Map<String, Value>, at: &str, loops: &[String]) -> Result<StepDef, DefinitionError> {
+    pub(super) fn lambda(
+        &mut self,
+        t: &Map<String, Value>,
+        at: &str,
+        loops: &[String],
+    ) -> Result<StepDef, DefinitionError> {
         let ppath = format!("{at}.inputParameters");
-        let in_params = t.get("inputParameters").and_then(Value::as_object).filter(|p| p.contains_key("scriptExpression"));
+        let in_params =
+            t.get("inputParameters").and_then(Value::as_object).filter(|p| p.contains_key("scriptExpression"));
         let body = match in_params {
             Some(p) => script_text(p, "scriptExpression", &ppath)?,
             // Old definitions carry it on the task itself.
@@ -118,11 +129,18 @@ impl Importer {
         Ok(StepDef::agent("", INLINE_AGENT).with_config(json!({"script": script})).with_input(input))
     }
 
-    pub(super) fn jq(&mut self, t: &Map<String, Value>, at: &str, loops: &[String]) -> Result<StepDef, DefinitionError> {
+    pub(super) fn jq(
+        &mut self,
+        t: &Map<String, Value>,
+        at: &str,
+        loops: &[String],
+    ) -> Result<StepDef, DefinitionError> {
         let ppath = format!("{at}.inputParameters");
         let params = match t.get("inputParameters") {
             Some(Value::Object(p)) => p,
-            _ => return Err(err(format!("{ppath}.queryExpression"), "a JSON_JQ_TRANSFORM task needs a queryExpression")),
+            _ => {
+                return Err(err(format!("{ppath}.queryExpression"), "a JSON_JQ_TRANSFORM task needs a queryExpression"));
+            }
         };
         let filter = script_text(params, "queryExpression", &ppath)?.to_owned();
         let input = self.script_input(t, at, loops, &["queryExpression"])?;
@@ -132,7 +150,8 @@ impl Importer {
     /// A step name for an evaluation the importer adds for the task `base`: an expression name
     /// (letters, digits, `_`) that no task of the document uses, taken from then on.
     pub(super) fn eval_step_name(&mut self, base: &str, what: &str, loops: &[String]) -> String {
-        let mut stem: String = base.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+        let mut stem: String =
+            base.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
         if !stem.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
             stem.insert_str(0, "t_");
         }
@@ -163,7 +182,9 @@ impl Importer {
         let name = self.eval_step_name(switch, "case", loops);
         self.note(
             field_path,
-            format!("evaluated in JavaScript by the `{INLINE_AGENT}` agent in the step {name:?}, run before the switch"),
+            format!(
+                "evaluated in JavaScript by the `{INLINE_AGENT}` agent in the step {name:?}, run before the switch"
+            ),
         );
         Ok(StepDef::agent(name, INLINE_AGENT).with_config(json!({"script": script})).with_input(input))
     }
@@ -207,7 +228,9 @@ impl Importer {
         let name = self.eval_step_name(lp, "condition", inner);
         self.note(
             format!("{at}.loopCondition"),
-            format!("evaluated in JavaScript by the `{INLINE_AGENT}` agent in the step {name:?}, run last in each pass"),
+            format!(
+                "evaluated in JavaScript by the `{INLINE_AGENT}` agent in the step {name:?}, run last in each pass"
+            ),
         );
         Ok(StepDef::agent(name, INLINE_AGENT)
             .with_config(json!({"script": script, "as": "bool"}))

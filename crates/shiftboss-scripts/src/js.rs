@@ -64,9 +64,13 @@ pub fn evaluate(script: &str, input: &serde_json::Value, limits: &JsLimits) -> R
     }
 }
 
+const QUIET_CONSOLE: &str = "var console = {log: function () {}, info: function () {}, warn: function () {}, error: function () {}, debug: function () {}};";
+
 fn run(ctx: &Ctx<'_>, script: &str, input: &str, limits: &JsLimits) -> Result<serde_json::Value, ScriptError> {
     let input = ctx.json_parse(input).map_err(|e| thrown(ctx, e))?;
     ctx.globals().set("$", input).map_err(|e| thrown(ctx, e))?;
+    // Scripts written for Conductor may log; here logging goes nowhere.
+    ctx.eval::<(), _>(QUIET_CONSOLE).map_err(|e| thrown(ctx, e))?;
     let mut options = EvalOptions::default();
     // Conductor's engines run scripts in sloppy mode: `x = 1` without `var` works there.
     options.strict = false;
@@ -103,5 +107,14 @@ fn thrown(ctx: &Ctx<'_>, e: rquickjs::Error) -> ScriptError {
     } else {
         ctx.json_stringify(v).ok().flatten().and_then(|s| s.to_string().ok()).unwrap_or_else(|| "a value".into())
     };
+    // Say why the usual ways out are missing, rather than leave a bare "not defined".
+    let io = ["require", "fetch", "setTimeout", "setInterval", "XMLHttpRequest", "process", "std", "os", "Java"];
+    if text.starts_with("ReferenceError")
+        && io.iter().any(|w| text.contains(&format!("'{w}'")) || text.contains(&format!(" {w} ")))
+    {
+        return ScriptError::Threw(format!(
+            "{text} (scripts have no I/O: no modules, network, timers, files or host objects)"
+        ));
+    }
     ScriptError::Threw(text)
 }
