@@ -139,7 +139,10 @@ impl Importer {
         let params = match t.get("inputParameters") {
             Some(Value::Object(p)) => p,
             _ => {
-                return Err(err(format!("{ppath}.queryExpression"), "a JSON_JQ_TRANSFORM task needs a queryExpression"));
+                return Err(err(
+                    format!("{ppath}.queryExpression"),
+                    "a JSON_JQ_TRANSFORM task needs a queryExpression",
+                ));
             }
         };
         let filter = script_text(params, "queryExpression", &ppath)?.to_owned();

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 /// A SIMPLE worker standing in: answers from a function of the call, and records its inputs.
 struct Worker {
-    answer: fn(&AgentCall) -> Value,
+    answer: Answer,
     calls: Arc<Mutex<Vec<(String, Value)>>>,
 }
 
@@ -43,7 +43,10 @@ struct Harness {
     workflow: String,
 }
 
-const WORKERS: &[(&str, fn(&AgentCall) -> Value)] = &[
+/// How a stand-in worker answers a call.
+type Answer = fn(&AgentCall) -> Value;
+
+const WORKERS: &[(&str, Answer)] = &[
     ("load_cart", |_| json!({"lines": [{"unit": 40, "qty": 2}, {"unit": 25, "qty": 1}]})),
     ("bill_customer", |c| json!({"invoiceId": format!("INV-{}", c.input["amount"])})),
     ("record_grade", |_| json!({"saved": true})),
