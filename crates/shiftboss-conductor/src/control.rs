@@ -3,7 +3,7 @@
 use super::document::{is_empty, list_of, opt_str};
 use super::expressions::{Seg, parse_ref, string_literal, wrap_expr};
 use super::importer::Importer;
-use super::javascript::{JsBound, js_note, translate_js};
+use super::javascript::{JsBound, is_bare_param, translate_js};
 use super::task_type::Type;
 use crate::err;
 use serde_json::{Map, Value};
@@ -63,9 +63,27 @@ impl Importer {
         Ok(())
     }
 
+    /// True when the task is a SWITCH (or DECISION) whose JavaScript gets an evaluation step: the
+    /// mapping of a list puts that step before the switch.
+    pub(super) fn switch_needs_eval(&self, t: &Map<String, Value>) -> bool {
+        let text = if t.get("type").and_then(Value::as_str) == Some("DECISION") {
+            if t.get("caseValueParam").is_some_and(|v| !is_empty(v)) {
+                return false;
+            }
+            t.get("caseExpression")
+        } else {
+            match t.get("evaluatorType").and_then(Value::as_str) {
+                Some("javascript" | "graaljs") => t.get("expression"),
+                _ => return false,
+            }
+        };
+        text.and_then(Value::as_str).is_some_and(|s| !is_bare_param(s))
+    }
+
     pub(super) fn switch(
         &mut self,
         t: &Map<String, Value>,
+        name: &str,
         at: &str,
         ours: &str,
         loops: &[String],
@@ -98,13 +116,24 @@ impl Importer {
             Some(Value::Object(p)) => p.clone(),
             _ => Map::new(),
         };
+        let mut eval_step = None;
         let expression = if js {
-            let mut resolve = |root: &str, segs: &[Seg]| self.param_path(&params, root, segs, at, loops);
-            let out = translate_js(text, &mut resolve).map_err(|e| err(&fpath, e))?;
-            if out.js {
-                self.note(&fpath, js_note(&out.text));
+            // `$.param` reads the same in both languages; anything else is evaluated in JavaScript.
+            let fast = if is_bare_param(text) {
+                let mut resolve = |root: &str, segs: &[Seg]| self.param_path(&params, root, segs, at, loops);
+                translate_js(text, &mut resolve).ok().map(|out| out.text)
+            } else {
+                None
+            };
+            match fast {
+                Some(text) => text,
+                None => {
+                    let eval = self.switch_eval_step(t, name, text, &fpath, loops)?;
+                    let read = format!("{}.output.result", eval.name);
+                    eval_step = Some(eval);
+                    read
+                }
             }
-            out.text
         } else {
             if !params.contains_key(text) {
                 return Err(err(&fpath, format!("{text:?} names no input parameter of the task")));
@@ -130,6 +159,9 @@ impl Importer {
             let dpath = format!("{at}.defaultCase");
             step.default = self.list(list_of(list, &dpath)?, &dpath, &format!("{ours}.default"), loops)?;
         }
+        // Put before the switch by the list being mapped (after the cases, whose own lists take
+        // what is queued when they are mapped).
+        self.before.extend(eval_step);
         Ok(step)
     }
 
@@ -237,31 +269,42 @@ impl Importer {
             }
             Err(format!("`$.{root}` is neither the loop, a task of its loopOver, nor one of its input parameters"))
         };
-        let out = translate_js(text, &mut resolve).map_err(|e| err(&cpath, e))?;
-        let mut step = StepDef::do_while("", wrap_expr(&out.text), DEFAULT_MAX_ITERATIONS, body);
-        match out.bound {
-            Some(JsBound { root, inclusive, n }) if root == name => {
-                let passes = if inclusive { n.saturating_add(1) } else { n }.max(1);
-                if passes > i64::from(MAX_ITERATIONS_CAP) {
-                    return Err(err(
-                        cpath,
-                        format!("more than {} passes: shiftboss caps loops there", MAX_ITERATIONS_CAP),
-                    ));
+        // `$.<loop>['iteration'] < N` (or `<=`) reads the same in both languages, and bounds the
+        // loop; any other condition is evaluated in JavaScript by a step run last in each pass.
+        let fast =
+            translate_js(text, &mut resolve).ok().filter(|out| out.bound.as_ref().is_some_and(|b| b.root == name));
+        let mut step = match fast {
+            Some(out) => {
+                let mut step = StepDef::do_while("", wrap_expr(&out.text), DEFAULT_MAX_ITERATIONS, body);
+                if let Some(JsBound { inclusive, n, .. }) = out.bound {
+                    let passes = if inclusive { n.saturating_add(1) } else { n }.max(1);
+                    if passes > i64::from(MAX_ITERATIONS_CAP) {
+                        return Err(err(
+                            cpath,
+                            format!("more than {} passes: shiftboss caps loops there", MAX_ITERATIONS_CAP),
+                        ));
+                    }
+                    step.max_iterations = Some(passes as u32);
                 }
-                step.max_iterations = Some(passes as u32);
+                step
             }
-            _ => self.note(
-                &cpath,
-                format!(
-                    "the loop stops with an error after {} passes in shiftboss (Conductor has no cap): set \
-                     max_iterations if it needs more",
-                    DEFAULT_MAX_ITERATIONS
-                ),
-            ),
-        }
-        if out.js {
-            self.note(&cpath, js_note(&out.text));
-        }
+            None => {
+                let mut body = body;
+                let eval = self.condition_eval_step(t, name, text, at, &inner)?;
+                let read = format!("${{{}.output.result}}", eval.name);
+                body.push(eval);
+                self.note(
+                    &cpath,
+                    format!(
+                        "the loop stops with an error after {} passes in shiftboss (Conductor has no cap): set \
+                         max_iterations if it needs more",
+                        DEFAULT_MAX_ITERATIONS
+                    ),
+                );
+                StepDef::do_while("", read, DEFAULT_MAX_ITERATIONS, body)
+            }
+        };
+        step.max_iterations = step.max_iterations.or(Some(DEFAULT_MAX_ITERATIONS));
         Ok(step)
     }
 }

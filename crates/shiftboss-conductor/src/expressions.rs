@@ -129,7 +129,8 @@ impl Importer {
             _ => return no("only the input and output of a task can be read"),
         };
         match (info.ty, first) {
-            (Type::Simple | Type::SubWorkflow, _) | (Type::Wait, "output") => Ok(render(root, segs)),
+            (Type::Simple | Type::SubWorkflow | Type::Inline | Type::Lambda | Type::JqTransform, _)
+            | (Type::Wait, "output") => Ok(render(root, segs)),
             // The HTTP agent answers an imported task in Conductor's shape.
             (Type::Http, "output") => match rest {
                 [Seg::Name(r), ..] if r == "response" => Ok(render(root, segs)),

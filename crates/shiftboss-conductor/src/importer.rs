@@ -37,6 +37,10 @@ pub(super) struct Importer {
     pub(super) by_name: HashMap<String, String>,
     /// Task names already noted as having no TaskDef.
     pub(super) missing_defs: BTreeSet<String>,
+    /// The names of the evaluation steps the importer added (not tasks of the document).
+    pub(super) generated: BTreeSet<String>,
+    /// Steps to put before the next step of the list being mapped (a SWITCH's evaluation).
+    pub(super) before: Vec<StepDef>,
 }
 
 // Field lists: what the importer reads, what it ignores knowingly, what it notes when set.
@@ -85,6 +89,8 @@ impl Importer {
             places: Vec::new(),
             by_name: HashMap::new(),
             missing_defs: BTreeSet::new(),
+            generated: BTreeSet::new(),
+            before: Vec::new(),
         };
         for (n, d) in defs.into_iter().enumerate() {
             let path = format!("taskDefs[{n}]");
@@ -275,7 +281,15 @@ impl Importer {
                     i += 2;
                 }
                 _ => {
-                    out.push(self.task(t, ty, &at, &our_at, loops)?);
+                    // A SWITCH evaluated in JavaScript is preceded by its evaluation step.
+                    let our_at = if ty == Type::Switch && self.switch_needs_eval(t) {
+                        format!("{ours}[{}]", out.len() + 1)
+                    } else {
+                        our_at
+                    };
+                    let step = self.task(t, ty, &at, &our_at, loops)?;
+                    out.append(&mut self.before);
+                    out.push(step);
                     i += 1;
                 }
             }

@@ -7,20 +7,11 @@ use shiftboss_core::expr::Expr;
 /// Gives our expression text for a JavaScript `$.root...` path, or why it cannot.
 pub(super) type Resolver<'a> = dyn FnMut(&str, &[Seg]) -> Result<String, String> + 'a;
 
-pub(super) fn js_note(translated: &str) -> String {
-    format!(
-        "JavaScript read as `{translated}`: `==` compares without type coercion, and `&&`, `||`, `!` and `? :` take \
-         booleans only"
-    )
-}
-
 /// What [`translate_js`] gives.
 #[derive(Debug)]
 pub(super) struct JsOut {
     /// Our expression.
     pub(super) text: String,
-    /// True when the source was JavaScript beyond a plain path comparison (a note is due).
-    pub(super) js: bool,
     /// For `$.<root>['iteration'] < N` (or `<=`): the bound.
     pub(super) bound: Option<JsBound>,
 }
@@ -141,6 +132,13 @@ fn js_tokens(src: &str) -> Result<Vec<Js>, String> {
     Ok(out)
 }
 
+/// True when the script is only `$.name` (or `$['name']`), optionally ended by `;`: the one form
+/// whose translation gives what the JavaScript engine would, whatever the values (a deeper path
+/// throws in JavaScript where a parent is missing, and operators coerce types).
+pub(super) fn is_bare_param(src: &str) -> bool {
+    matches!(js_tokens(src).as_deref(), Ok([Js::Path(_, segs)] | [Js::Path(_, segs), Js::Punct(";")]) if segs.is_empty())
+}
+
 /// Translates the trivial JavaScript of Conductor definitions into our expression language;
 /// `resolve` gives our text for a `$.root...` path.
 pub(super) fn translate_js(src: &str, resolve: &mut Resolver<'_>) -> Result<JsOut, String> {
@@ -192,8 +190,6 @@ pub(super) fn translate_js(src: &str, resolve: &mut Resolver<'_>) -> Result<JsOu
         }
         _ => None,
     };
-    let plain =
-        matches!(toks.as_slice(), [Js::Path(..)] | [Js::Path(..), Js::Punct("<" | "<=" | ">" | ">="), Js::Num(_)]);
     let mut parts: Vec<String> = Vec::with_capacity(toks.len());
     for (k, t) in toks.iter().enumerate() {
         parts.push(match t {
@@ -223,7 +219,7 @@ pub(super) fn translate_js(src: &str, resolve: &mut Resolver<'_>) -> Result<JsOu
     }
     let text = parts.join(" ");
     Expr::parse(&text).map_err(|e| format!("translated to `{text}`, which does not parse: {e}"))?;
-    Ok(JsOut { text, js: !plain, bound })
+    Ok(JsOut { text, bound })
 }
 
 fn matching_paren(toks: &[Js], open: usize) -> Option<usize> {

@@ -41,17 +41,21 @@
 //!   the whole call (with a note). Other fields are dropped with a note. A `${...}` in `uri`,
 //!   `method` or `headers` is refused (the config is not a template), except
 //!   `${workflow.secrets.NAME}` in a header, which becomes the agent's `${secret.NAME}`.
+//! - INLINE (`evaluatorType` `javascript`, `graaljs` or `value-param`), LAMBDA
+//!   (`scriptExpression`, run as a function body) and JSON_JQ_TRANSFORM (`queryExpression`):
+//!   agent steps of [`INLINE_AGENT`] and [`JQ_AGENT`] (provided by `shiftboss-scripts`, registered
+//!   by `serve`) whose config holds the script and whose input is the task's input parameters;
+//!   outputs `{result}` and `{result, resultList}` as in Conductor. A `${...}` in a script is
+//!   refused (Conductor would substitute it before the script runs).
 //! - SWITCH with evaluatorType `value-param` (`expression` names an input parameter whose value
 //!   becomes the switch expression) or `javascript`/`graaljs` (see below); DECISION with
 //!   `caseValueParam` or `caseExpression` likewise. `decisionCases` → cases, `defaultCase` → default.
 //! - FORK_JOIN followed by its JOIN: `forkTasks` → branches. The JOIN's `joinOn` must name the last
 //!   task of every branch (our fork joins all of them); the JOIN becomes nothing, and
 //!   `${join.output.<ref>...}` reads become `${<ref>.output...}`.
-//! - DO_WHILE: `loopOver` → body; `loopCondition` is translated (see below), where
-//!   `$.<loop>['iteration']` is `${<loop>.output.iteration}`, `$.<body task>[...]` that task's output
-//!   and `$.<name>` the loop's input parameter `<name>`. A condition of the form
-//!   `iteration < N` (or `<= N`) also sets `max_iterations` so that the loop is not cut short by the
-//!   default cap of 100 passes; for other conditions a note says the cap applies.
+//! - DO_WHILE: `loopOver` → body; `loopCondition` (see below). A condition of the form
+//!   `$.<loop>['iteration'] < N` (or `<= N`) is translated and also sets `max_iterations`; for
+//!   other conditions a note says the default cap of 100 passes applies.
 //! - SUB_WORKFLOW: `subWorkflowParam.name`/`version`; the input parameters are the child's input.
 //! - WAIT: `duration` (`"10s"`, `"2 minutes"`, `"1d 2h"`), `until` (`"2024-12-25 09:00 UTC"`,
 //!   `"2024-12-25"`, RFC 3339, or a `${...}` giving RFC 3339 or epoch milliseconds), or neither: a
@@ -67,12 +71,14 @@
 //! output that has no equivalent, and a read from outside a loop of a task inside it (shiftboss
 //! gives null there) are refused. `$${` stays a literal `${` in both languages.
 //!
-//! JavaScript (SWITCH, DECISION and DO_WHILE): only the trivial forms are translated: `$` paths,
-//! string, number and boolean literals, comparisons, `&& || !`, arithmetic, `? :`, `.length`
-//! (→ `len()`), and the wrapper `if (C) { true; } else { false; }`. Anything else (calls,
-//! variables, statements) is refused with the field's path. A note says that JavaScript's loose
-//! equality and truthiness are not reproduced (`==` compares without type coercion; `&&`, `||`,
-//! `!` and `? :` want booleans).
+//! JavaScript (SWITCH, DECISION and DO_WHILE): translated into our expression language only where
+//! the result is always the one JavaScript gives: a SWITCH on `$.param` (one input parameter), a
+//! loop condition `$.<loop>['iteration'] < N` (or `<=`, or inside `if (C) { true; } else
+//! { false; }`). Anything else is evaluated in JavaScript by an added [`INLINE_AGENT`] step: for a
+//! SWITCH, `<ref>_case` before it (input: the switch's input parameters; the switch reads its
+//! `result`); for a DO_WHILE, `<ref>_condition` last in each pass (`"as": "bool"`; input: the
+//! loop's input parameters, `<loop>: {iteration}` and each body task's output by reference name).
+//! Each gets a note. `docs/conductor-scripts.md` says where this differs from Conductor.
 //!
 //! Per task: `optional: true` and `startDelay > 0` are refused (no honest equivalent);
 //! `asyncComplete: true` is refused except on SIMPLE tasks, where Conductor ignores it. A task's own
@@ -106,8 +112,8 @@
 //! # What is refused
 //!
 //! `failureWorkflow` (unless empty: shiftboss compensates completed steps instead); task types
-//! other than those above (EVENT, DYNAMIC, FORK_JOIN_DYNAMIC, INLINE, JSON_JQ_TRANSFORM,
-//! KAFKA_PUBLISH, LAMBDA, SET_VARIABLE, HUMAN, EXCLUSIVE_JOIN, START_WORKFLOW, ...) with the path
+//! other than those above (EVENT, DYNAMIC, FORK_JOIN_DYNAMIC, KAFKA_PUBLISH, SET_VARIABLE, HUMAN,
+//! EXCLUSIVE_JOIN, START_WORKFLOW, ...) with the path
 //! `tasks[i].type`; a JOIN that joins only some branches; a JOIN not right after its FORK_JOIN;
 //! TERMINATED as a termination status; an inline sub-workflow definition; a dynamic WAIT duration;
 //! DO_WHILE over `items`; a `taskReferenceName` that is not one of our names (1 to 100 of
@@ -124,8 +130,8 @@
 //!
 //! `document` reads the JSON and its fields, `importer` holds the state and walks the WorkflowDef,
 //! `tasks` maps one task (`http` and `control` the HTTP and control tasks, `task_type` names the
-//! types), `task_def` applies TaskDefs, `expressions` rewrites `${...}`, `javascript` translates
-//! the trivial JavaScript, `durations` reads WAIT times and `relocate` reports validation errors at
+//! types, `scripts` the scripted tasks and the evaluation steps), `task_def` applies TaskDefs,
+//! `expressions` rewrites `${...}`, `javascript` translates the JavaScript that reads the same, `durations` reads WAIT times and `relocate` reports validation errors at
 //! the Conductor place.
 
 mod control;
@@ -136,6 +142,7 @@ mod http;
 mod importer;
 mod javascript;
 mod relocate;
+mod scripts;
 mod task_def;
 mod task_type;
 mod tasks;
@@ -148,6 +155,8 @@ use serde::Serialize;
 use serde_json::Value;
 use shiftboss_core::workflow::parse::MAX_DEFINITION_BYTES;
 use shiftboss_core::workflow::{DefinitionError, WorkflowDef};
+
+pub use scripts::{INLINE_AGENT, JQ_AGENT};
 
 /// An error at a place of the Conductor document (the core's constructor is its own).
 pub(crate) fn err(path: impl Into<String>, problem: impl Into<String>) -> DefinitionError {

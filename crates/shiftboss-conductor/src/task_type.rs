@@ -18,6 +18,12 @@ pub(super) enum Type {
     SubWorkflow,
     Wait,
     Terminate,
+    /// INLINE: JavaScript (or value-param) evaluated by the `inline` agent.
+    Inline,
+    /// LAMBDA: a JavaScript function body, evaluated by the `inline` agent.
+    Lambda,
+    /// JSON_JQ_TRANSFORM: a jq filter run by the `jq` agent.
+    JqTransform,
 }
 
 impl Type {
@@ -34,12 +40,12 @@ impl Type {
             "SUB_WORKFLOW" => Type::SubWorkflow,
             "WAIT" => Type::Wait,
             "TERMINATE" => Type::Terminate,
+            "INLINE" => Type::Inline,
+            "LAMBDA" => Type::Lambda,
+            "JSON_JQ_TRANSFORM" => Type::JqTransform,
             other => {
                 let hint = match other {
                     "DYNAMIC" | "FORK_JOIN_DYNAMIC" => ": shiftboss definitions are static; list the steps",
-                    "INLINE" | "JSON_JQ_TRANSFORM" | "LAMBDA" => {
-                        ": do the transformation in an agent, or in the input templates of the next step"
-                    }
                     "EVENT" | "KAFKA_PUBLISH" => ": publish from an agent",
                     "HUMAN" => ": use a WAIT without duration (a wait for a signal)",
                     "SET_VARIABLE" => ": shiftboss has no workflow variables; read step outputs instead",
@@ -63,6 +69,9 @@ impl Type {
             Type::SubWorkflow => "SUB_WORKFLOW",
             Type::Wait => "WAIT",
             Type::Terminate => "TERMINATE",
+            Type::Inline => "INLINE",
+            Type::Lambda => "LAMBDA",
+            Type::JqTransform => "JSON_JQ_TRANSFORM",
         }
     }
 }

@@ -45,7 +45,7 @@ const TASK_TYPED: &[(&str, &[Type])] = &[
     ("dynamicForkTasksInputParamName", &[]),
     ("dynamicForkJoinTasksParam", &[]),
     ("defaultExclusiveJoinTask", &[]),
-    ("scriptExpression", &[]),
+    ("scriptExpression", &[Type::Lambda]),
 ];
 
 impl Importer {
@@ -119,12 +119,15 @@ impl Importer {
         let mut step = match ty {
             Type::Simple => self.simple(t, at, loops)?,
             Type::Http => self.http(t, at, loops)?,
-            Type::Switch => self.switch(t, at, ours, loops)?,
+            Type::Switch => self.switch(t, &name, at, ours, loops)?,
             Type::Fork => self.fork(t, at, ours, loops)?,
             Type::DoWhile => self.do_while(t, &name, at, ours, loops)?,
             Type::SubWorkflow => self.sub_workflow(t, at, loops)?,
             Type::Wait => self.wait(t, &name, at, loops)?,
             Type::Terminate => self.terminate(t, at, loops)?,
+            Type::Inline => self.inline(t, at, loops)?,
+            Type::Lambda => self.lambda(t, at, loops)?,
+            Type::JqTransform => self.jq(t, at, loops)?,
             Type::Join => unreachable!("a JOIN is handled with its FORK_JOIN"),
         };
         step.name = name;

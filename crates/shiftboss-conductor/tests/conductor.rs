@@ -292,11 +292,18 @@ fn monthly_report_maps_the_loop_waits_and_sub_workflow() {
     assert_eq!(poll.max_iterations, Some(3), "the loop is not cut short by the default cap");
     assert_eq!(poll.body.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["cool_off", "check"]);
     assert_eq!(step(d, "cool_off").duration, Some(secs(10)));
+    // JavaScript beyond `$.param` is evaluated by the `inline` agent, in a step before the switch.
+    let top: Vec<&str> = d.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(top, ["start", "poll", "delivery_case", "delivery"]);
+    let case = step(d, "delivery_case");
+    assert_eq!(case.agent.as_deref(), Some("inline"));
     assert_eq!(
-        step(d, "delivery").expression.as_deref(),
-        Some(r#"${task.input.format == "pdf" ? "print" : ( task.input.format == "html" ? "digital" : "other" )}"#)
+        case.config,
+        json!({"script": "$.format == 'pdf' ? 'print' : ($.format == 'html' ? 'digital' : 'other')"})
     );
-    assert!(has_note(&i, "tasks[2].expression: JavaScript read as"), "{:?}", i.notes);
+    assert_eq!(case.input, Some(json!({"format": "${task.input.format}"})), "`$` is the switch's inputs");
+    assert_eq!(step(d, "delivery").expression.as_deref(), Some("${delivery_case.output.result}"));
+    assert!(has_note(&i, "tasks[2].expression: evaluated in JavaScript"), "{:?}", i.notes);
     assert_eq!(step(d, "approval").signal.as_deref(), Some("approval"), "a WAIT without time waits for a signal");
     let print = step(d, "print");
     assert_eq!((print.workflow.as_deref(), print.workflow_version), (Some("print_and_mail"), Some(2)));
@@ -326,6 +333,14 @@ fn report_run(format: &str) -> Run {
     }
     assert_eq!(r.row("poll").state, StepState::Processed, "three passes, as `iteration < 3` says");
     assert!(!r.names().contains(&"cool_off#4"));
+    // What the JavaScript engine answers (shiftboss-scripts runs it for real, end to end).
+    assert_eq!(r.row("delivery_case").input, json!({"format": format}));
+    let case = match format {
+        "pdf" => "print",
+        "html" => "digital",
+        _ => "other",
+    };
+    r.finish("delivery_case", json!({"result": case}));
     r
 }
 
@@ -418,13 +433,13 @@ fn unsupported_task_types_are_refused_at_their_place() {
     let (path, problem) = refused("order_fulfillment.json", |v| wf(v)["tasks"][3]["type"] = json!("KAFKA_PUBLISH"));
     assert_eq!(path, "tasks[3].type");
     assert!(problem.contains("KAFKA_PUBLISH"), "{problem}");
-    for ty in ["INLINE", "EVENT", "DYNAMIC", "FORK_JOIN_DYNAMIC", "JSON_JQ_TRANSFORM", "SET_VARIABLE"] {
+    for ty in ["EVENT", "DYNAMIC", "FORK_JOIN_DYNAMIC", "SET_VARIABLE"] {
         let (path, problem) = refused("image_pipeline.json", |v| v["tasks"][1]["forkTasks"][1][0]["type"] = json!(ty));
         assert_eq!(path, "tasks[1].forkTasks[1][0].type", "{ty}");
         assert!(problem.contains(ty), "{problem}");
     }
     let (path, _) = refused("order_fulfillment.json", |v| {
-        wf(v)["tasks"][2]["decisionCases"]["express"][0]["type"] = json!("LAMBDA")
+        wf(v)["tasks"][2]["decisionCases"]["express"][0]["type"] = json!("KAFKA_PUBLISH")
     });
     assert_eq!(path, "tasks[2].decisionCases.express[0].type");
 }
@@ -452,18 +467,30 @@ fn joins_must_join_every_branch_right_after_their_fork() {
 }
 
 #[test]
-fn loop_conditions_beyond_the_common_forms_are_refused() {
-    let cond = |c: &'static str| move |v: &mut Value| v["tasks"][1]["loopCondition"] = json!(c);
+fn loop_conditions_beyond_the_common_forms_are_evaluated_in_javascript() {
     for c in [
         "$.poll['iteration'] < Math.max(3, 4)",
         "var x = $.poll['iteration']; x < 3",
         "$.check['state'].startsWith('DONE')",
         "$.start['reportId'] != null",
-        "$.poll['output'] < 3",
         "if ($.poll['iteration'] < 3) { true; } else { 1; }",
     ] {
-        let (path, problem) = refused("monthly_report.json", cond(c));
-        assert_eq!(path, "tasks[1].loopCondition", "{c}: {problem}");
+        let mut v = doc("monthly_report.json");
+        v["tasks"][1]["loopCondition"] = json!(c);
+        let i = from_conductor(&v.to_string()).unwrap_or_else(|e| panic!("{c}: {e}"));
+        let poll = step(&i.workflow, "poll");
+        assert_eq!(poll.condition.as_deref(), Some("${poll_condition.output.result}"), "{c}");
+        let body: Vec<&str> = poll.body.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(body, ["cool_off", "check", "poll_condition"], "{c}: evaluated last in each pass");
+        let cond = step(&i.workflow, "poll_condition");
+        assert_eq!(cond.config, json!({"script": c, "as": "bool"}));
+        assert_eq!(
+            cond.input,
+            Some(json!({"poll": {"iteration": "${poll.output.iteration}"}, "check": "${check.output}",
+                        "cool_off": "${cool_off.output}"})),
+            "`$` as Conductor binds it: the loop, and each task of its body by reference name"
+        );
+        assert_eq!(poll.max_iterations, Some(100), "{c}: the default cap");
     }
 }
 
@@ -480,19 +507,24 @@ fn loop_conditions_in_the_common_forms_translate() {
     let i = with("$.poll.iteration <= 4;");
     assert_eq!(step(&i.workflow, "poll").max_iterations, Some(5));
     let i = with("if ($.check['state'] == 'DONE') { false; } else { true; }");
-    assert_eq!(step(&i.workflow, "poll").condition.as_deref(), Some(r#"${! ( check.output.state == "DONE" )}"#));
+    assert_eq!(step(&i.workflow, "poll").condition.as_deref(), Some("${poll_condition.output.result}"));
     assert_eq!(step(&i.workflow, "poll").max_iterations, Some(100), "the default cap, with a note");
     assert!(has_note(&i, "tasks[1].loopCondition: the loop stops"), "{:?}", i.notes);
 
-    // The condition reads the pass's own output: the loop ends when the report is done.
+    // The condition's step reads the pass's own output; the loop ends when it answers false.
     let mut r = Run::new(&i.workflow, json!({"format": "html"}));
     r.decide();
     r.finish("start", json!({"reportId": "R1"}));
     r.end_control("cool_off#1", json!({}));
     r.finish("check#1", json!({"state": "RUNNING"}));
+    assert_eq!(r.row("poll_condition#1").input["check"], json!({"state": "RUNNING"}));
+    assert_eq!(r.row("poll_condition#1").input["poll"], json!({"iteration": 1}));
+    r.finish("poll_condition#1", json!({"result": true}));
     r.end_control("cool_off#2", json!({}));
     r.finish("check#2", json!({"state": "DONE"}));
-    assert_eq!(r.pending(), ["send"]);
+    assert_eq!(r.row("poll_condition#2").input["check"], json!({"state": "DONE"}));
+    r.finish("poll_condition#2", json!({"result": false}));
+    assert_eq!(r.pending(), ["delivery_case"]);
 }
 
 #[test]
@@ -542,13 +574,9 @@ fn switch_expressions_that_do_not_map_are_refused() {
     assert_eq!(path, "tasks[2].evaluatorType");
     let (path, _) = refused("order_fulfillment.json", |v| wf(v)["tasks"][2]["decisionCases"] = json!({}));
     assert_eq!(path, "tasks[2].decisionCases");
-    let (path, problem) = refused("monthly_report.json", |v| {
-        v["tasks"][2]["expression"] = json!("function pick() { return 'print'; } pick()")
-    });
-    assert_eq!(path, "tasks[2].expression");
-    assert!(problem.contains("function"), "{problem}");
-    let (path, _) = refused("monthly_report.json", |v| v["tasks"][2]["expression"] = json!("$.format.toLowerCase()"));
-    assert_eq!(path, "tasks[2].expression");
+    let (path, problem) =
+        refused("monthly_report.json", |v| v["tasks"][2]["expression"] = json!("$.format + '${workflow.input.x}'"));
+    assert_eq!(path, "tasks[2].expression", "a script is static: {problem}");
 }
 
 #[test]

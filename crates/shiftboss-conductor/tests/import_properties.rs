@@ -25,6 +25,12 @@ fn json_value() -> impl Strategy<Value = Value> {
         "WAIT",
         "TERMINATE",
         "HTTP",
+        "INLINE",
+        "LAMBDA",
+        "JSON_JQ_TRANSFORM",
+        "graaljs",
+        "queryExpression",
+        "scriptExpression",
         "inputParameters",
         "outputParameters",
         "evaluatorType",
@@ -84,6 +90,71 @@ proptest! {
         let refs: Vec<&str> = defs.iter().map(String::as_str).collect();
         if let Ok(import) = from_conductor_with_tasks(&text, &refs) {
             import.workflow.validate().expect("an import with TaskDefs is valid");
+        }
+    }
+}
+
+/// A script-ish text: JavaScript and jq pieces, references, and now and then a `${`.
+fn script() -> impl Strategy<Value = String> {
+    let piece = prop::sample::select(vec![
+        "$.a",
+        "$['b']",
+        "$.loop['iteration']",
+        "$.body.x",
+        " < 3",
+        " === 'a'",
+        " ? 'a' : 'b'",
+        "return ",
+        ";",
+        "(function(){",
+        "})()",
+        "if (",
+        ") { true; } else { false; }",
+        ".x | map(.)",
+        "${workflow.input.a}",
+        "$${",
+        "\n",
+    ]);
+    prop::collection::vec(prop_oneof![piece.prop_map(str::to_owned), ".{0,6}"], 0..8).prop_map(|v| v.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// The scripted tasks' paths (as the `conductor_scripts` fuzz target, on stable): whatever the
+    /// scripts, evaluator and names, an import is valid and every script is an agent's static config.
+    #[test]
+    fn scripted_tasks_import_or_are_refused(
+        inline in script(), lambda in script(), filter in script(), switch in script(), condition in script(),
+        evaluator in prop::sample::select(vec!["javascript", "graaljs", "value-param", "jq", ""]),
+        reference in prop::sample::select(vec!["loop", "my-loop", "loop_condition", "x", "9lives"]),
+    ) {
+        let def = serde_json::json!({
+            "name": "fuzzed",
+            "tasks": [
+                {"name": "i", "taskReferenceName": "inline_task", "type": "INLINE",
+                 "inputParameters": {"evaluatorType": evaluator, "expression": inline, "a": "${workflow.input.a}"}},
+                {"name": "l", "taskReferenceName": "lambda_task", "type": "LAMBDA",
+                 "inputParameters": {"scriptExpression": lambda, "v": "${inline_task.output.result}"}},
+                {"name": "q", "taskReferenceName": "jq_task", "type": "JSON_JQ_TRANSFORM",
+                 "inputParameters": {"queryExpression": filter, "v": "${lambda_task.output.result}"}},
+                {"name": "s", "taskReferenceName": "switch_task", "type": "SWITCH", "evaluatorType": "javascript",
+                 "expression": switch, "inputParameters": {"x": "${jq_task.output.result}"},
+                 "decisionCases": {"a": [{"name": "w", "taskReferenceName": "loop_condition2", "type": "SIMPLE"}]}},
+                {"name": "d", "taskReferenceName": reference, "type": "DO_WHILE", "loopCondition": condition,
+                 "inputParameters": {"limit": 3},
+                 "loopOver": [{"name": "w", "taskReferenceName": "body", "type": "SIMPLE"}]}
+            ]
+        });
+        if let Ok(import) = from_conductor(&def.to_string()) {
+            import.workflow.validate().expect("an import is valid");
+            for step in import.workflow.all_steps() {
+                match step.agent.as_deref() {
+                    Some("inline") => prop_assert!(step.config["script"].is_string()),
+                    Some("jq") => prop_assert!(step.config["filter"].is_string()),
+                    _ => {}
+                }
+            }
         }
     }
 }

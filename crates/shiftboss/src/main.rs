@@ -130,6 +130,13 @@ async fn run_remote(cli: Cli, url: &str) -> anyhow::Result<bool> {
 }
 
 fn main() -> ExitCode {
+    // `serve` runs jq filters in children of this same binary (shiftboss-scripts' worker), so
+    // that a filter that loops or grows without end costs a child, not the server.
+    let mut args = std::env::args().skip(1);
+    if args.next().as_deref() == Some(shiftboss_scripts::jq::WORKER_SUBCOMMAND) {
+        let rest: Vec<String> = args.collect();
+        return ExitCode::from(shiftboss_scripts::jq::worker::worker_main(&rest).clamp(0, 255) as u8);
+    }
     let cli = Cli::parse();
     let logs = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SHIFTBOSS_LOG").unwrap_or_else(|_| "warn".into()))

@@ -7,6 +7,8 @@ use anyhow::{Context, bail};
 use clap::Args;
 use shiftboss_engine::outbound::{Outbound, TlsConfig};
 use shiftboss_engine::{BucketPolicy, Engine, EngineConfig, HttpAgent, PollMode, Roles};
+use shiftboss_scripts::jq::{JqLimits, WorkerCommand};
+use shiftboss_scripts::{InlineAgent, JqAgent};
 use shiftboss_server::bootstrap::{BOOTSTRAP_NAME, Bootstrap, ensure_admin_token};
 use shiftboss_server::{ApiConfig, AuthMode, app, serve};
 use std::net::SocketAddr;
@@ -280,6 +282,13 @@ impl ServeArgs {
         let outbound_config = file.outbound(&self.allow_outbound)?;
         let outbound = Outbound::new(&outbound_config).context("[outbound]")?;
         let mut builder = Engine::builder(store, instance.clone()).agent("http", HttpAgent::new(outbound.clone()));
+        // Conductor's INLINE, LAMBDA and JSON_JQ_TRANSFORM tasks (and JavaScript switches and loop
+        // conditions) import as steps of these two; an agent of the same name below replaces them.
+        let jq_worker = WorkerCommand::current_exe(&[shiftboss_scripts::jq::WORKER_SUBCOMMAND])
+            .context("finding this executable for the jq workers")?;
+        builder = builder
+            .agent(shiftboss_scripts::agents::INLINE_AGENT, InlineAgent::default())
+            .agent(shiftboss_scripts::agents::JQ_AGENT, JqAgent::new(jq_worker, JqLimits::default()));
         if let Some(p) = &file.retry {
             builder = builder.default_retry(p.clone());
         }
