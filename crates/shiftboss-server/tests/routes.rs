@@ -96,7 +96,10 @@ impl Api {
                     .replace("{key}", "nokey")
                     .replace("{name}", "noflow")
                     .replace("{version}", "1")
-                    .replace("{action}", "cancel");
+                    .replace("{action}", "cancel")
+                    .replace("{workflowId}", "999999")
+                    .replace("{tasktype}", "notype")
+                    .replace("{taskReferenceName}", "nostep");
                 out.push((method, filled, scope));
             }
         }
