@@ -48,7 +48,7 @@ pub struct RegisterParams {
     /// Accepted for Conductor's SDKs; a version's content never changes in shiftboss (the same
     /// content again is accepted, other content is a 409).
     #[allow(dead_code)]
-    pub overwrite: Option<bool>,
+    pub overwrite: Option<String>,
 }
 
 /// Registers one Conductor WorkflowDef, with the task definitions registered before it.

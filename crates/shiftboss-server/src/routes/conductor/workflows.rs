@@ -316,7 +316,7 @@ pub async fn search(
         let p = ListTasks { filter, include_archived: false, before: None, limit: start + size + 1 };
         hits.extend(state.store().list_tasks(p).await?);
     }
-    hits.sort_by(|a, b| b.id.cmp(&a.id));
+    hits.sort_by_key(|t| std::cmp::Reverse(t.id));
     let more = hits.len() > (start + size) as usize;
     let total = (hits.len().min((start + size) as usize) + usize::from(more)) as u64;
     let results = hits.iter().skip(start as usize).take(size as usize).map(wire::WorkflowSummary::from).collect();
