@@ -168,10 +168,18 @@ pub async fn authenticate(
 }
 
 fn bearer(req: &Request) -> Result<&str, ApiError> {
-    let value = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .ok_or_else(|| ApiError::unauthorized("send a token: Authorization: Bearer <token>"))?;
+    let Some(value) = req.headers().get(header::AUTHORIZATION) else {
+        // Conductor's SDKs send the token (from POST /api/token) bare in X-Authorization.
+        return match req.headers().get("x-authorization") {
+            Some(v) => {
+                let t = v.to_str().map_err(|_| ApiError::unauthorized("the X-Authorization header is not text"))?;
+                let t = t.trim();
+                let t = t.strip_prefix("Bearer ").unwrap_or(t).trim();
+                if t.is_empty() { Err(ApiError::unauthorized("X-Authorization is empty")) } else { Ok(t) }
+            }
+            None => Err(ApiError::unauthorized("send a token: Authorization: Bearer <token>")),
+        };
+    };
     let value = value.to_str().map_err(|_| ApiError::unauthorized("the Authorization header is not text"))?;
     let (kind, secret) = value.split_once(' ').unwrap_or((value, ""));
     if !kind.eq_ignore_ascii_case("bearer") || secret.trim().is_empty() {

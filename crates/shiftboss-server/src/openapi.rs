@@ -26,6 +26,7 @@ Errors are application/problem+json (RFC 9457) with a stable `code`. Limits: req
         (name = "workflows", description = "Workflow definitions"),
         (name = "jobs", description = "Retry jobs"),
         (name = "agents", description = "The worker protocol: remote workers poll for steps and answer for them (docs/worker-protocol.md)"),
+        (name = "conductor", description = "Conductor's worker, workflow and metadata APIs under /api, for Conductor's SDKs (docs/conductor-api.md); `X-Authorization: <token>` is taken as a bearer token"),
         (name = "health", description = "Health and metrics"),
     )
 )]

@@ -51,6 +51,7 @@ pub fn app(engine: Engine, config: ApiConfig) -> Result<(Router, utoipa::openapi
         auth: Arc::new(Authenticator::new(config.auth)),
         metrics: Arc::new(ApiMetrics::new()?),
         remote: Arc::new(routes::agents::RemoteWorkers::new(config.limits.request_time)),
+        conductor: Arc::default(),
     };
     let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(routes::tasks::router())
@@ -59,6 +60,7 @@ pub fn app(engine: Engine, config: ApiConfig) -> Result<(Router, utoipa::openapi
         .merge(routes::workflows::router())
         .merge(routes::jobs::router())
         .merge(routes::agents::router())
+        .merge(routes::conductor::router())
         .merge(routes::health::router())
         .routes(api_routes!(openapi::openapi_json))
         .split_for_parts();

@@ -96,7 +96,10 @@ impl Api {
                     .replace("{key}", "nokey")
                     .replace("{name}", "noflow")
                     .replace("{version}", "1")
-                    .replace("{action}", "cancel");
+                    .replace("{action}", "cancel")
+                    .replace("{workflowId}", "999999")
+                    .replace("{tasktype}", "notype")
+                    .replace("{taskReferenceName}", "nostep");
                 out.push((method, filled, scope));
             }
         }
@@ -387,4 +390,48 @@ async fn the_worker_protocol_routes_are_documented_with_their_scopes() {
     let (status, v) =
         api.json(Method::POST, "/v1/agents/steps/999999/heartbeat", &worker, json!({"lease_token": "x"})).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+}
+
+#[tokio::test]
+async fn conductor_token_and_x_authorization_map_onto_api_tokens() {
+    let api = Api::new().await;
+    let secret = api.token("sdk-app", &[Scope::Read]).await;
+    // A key (the token's name) and secret give the token the SDK sends as X-Authorization.
+    let body = |id: &str, s: &str| serde_json::to_vec(&json!({"keyId": id, "keySecret": s})).unwrap();
+    let (s, v, _) =
+        api.call(Method::POST, "/api/token", None, Some(body("sdk-app", &secret)), "application/json").await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let token = v["token"].as_str().unwrap().to_owned();
+    // Another name with the right secret, or a wrong secret: 401.
+    for (id, sec) in [("other", secret.as_str()), ("sdk-app", "sb_wrong")] {
+        let (s, _, _) = api.call(Method::POST, "/api/token", None, Some(body(id, sec)), "application/json").await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{id}");
+    }
+    let with_header = |h: &'static str, value: String, uri: &'static str| {
+        let req = Request::builder().method(Method::GET).uri(uri).header(h, value).body(Body::empty()).unwrap();
+        api.router.clone().oneshot(req)
+    };
+    let res = with_header("x-authorization", token.clone(), "/api/metadata/taskdefs").await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    // The token's scopes hold: reading is allowed, polling (agent) is not.
+    let res = with_header("x-authorization", token.clone(), "/api/tasks/poll/batch/ship").await.unwrap();
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    let res = with_header("x-authorization", "sb_wrong".into(), "/api/metadata/taskdefs").await.unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    // Each of Conductor's routes is documented with its scope.
+    let ops = api.operations();
+    let scope_of = |m: Method, p: &str| ops.iter().find(|(om, op, _)| *om == m && op == p).map(|(_, _, s)| *s);
+    assert_eq!(scope_of(Method::POST, "/api/token"), Some(None));
+    assert_eq!(scope_of(Method::GET, "/api/tasks/poll/batch/notype"), Some(Some(Scope::Agent)));
+    assert_eq!(scope_of(Method::POST, "/api/tasks"), Some(Some(Scope::Agent)));
+    assert_eq!(scope_of(Method::POST, "/api/workflow"), Some(Some(Scope::Submit)));
+    assert_eq!(scope_of(Method::GET, "/api/workflow/999999"), Some(Some(Scope::Read)));
+    assert_eq!(scope_of(Method::DELETE, "/api/workflow/999999"), Some(Some(Scope::Operate)));
+    assert_eq!(scope_of(Method::POST, "/api/metadata/workflow"), Some(Some(Scope::Admin)));
+    // A malformed task id in an update is 404; update-v2 is not served (the SDKs fall back on 404).
+    let admin = api.token("root", &[Scope::Admin]).await;
+    let (s, v) = api.json(Method::POST, "/api/tasks", &admin, json!({"taskId": "x", "status": "COMPLETED"})).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
+    let (s, _) = api.json(Method::POST, "/api/tasks/update-v2", &admin, json!({"taskId": "1.1"})).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
 }

@@ -3,6 +3,7 @@
 pub mod actions;
 pub mod agents;
 pub mod bulk;
+pub mod conductor;
 pub mod health;
 pub mod jobs;
 pub mod tasks;

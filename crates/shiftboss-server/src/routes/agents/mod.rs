@@ -7,8 +7,8 @@
 //! `docs/worker-protocol.md` is the protocol's page.
 
 pub mod bell;
-mod poll;
-mod replies;
+pub(crate) mod poll;
+pub(crate) mod replies;
 pub mod wire;
 mod workers;
 

@@ -36,16 +36,7 @@ const UNRUNG_POLL: Duration = Duration::from_millis(250);
         (status = 503, body = Problem)))]
 pub async fn poll(State(state): State<AppState>, Json(p): Json<PollRequest>) -> Result<Json<PollAnswer>, ApiError> {
     let instance = check(&state, &p)?;
-    let store = state.store().clone();
-    if let Some(seen) = state.remote.seen_due(&p.worker, &p.agents) {
-        // Advisory: a failed write must not cost the worker its work.
-        if let Err(e) = store.record_workers_seen(seen).await {
-            tracing::warn!(error = %e, worker = %p.worker, "could not record the worker as seen");
-        }
-    }
-    let wait =
-        Duration::from_millis(p.wait_ms).min(MAX_WAIT).min(state.remote.request_time.saturating_sub(TIMEOUT_MARGIN));
-    let deadline = Instant::now() + wait;
+    note_seen(&state, &p.worker, &p.agents).await;
     let claim = ClaimDueSteps {
         instance,
         limit: p.capacity,
@@ -54,6 +45,31 @@ pub async fn poll(State(state): State<AppState>, Json(p): Json<PollRequest>) -> 
         domains: p.domains,
         limits: state.engine.agent_limits().to_vec(),
     };
+    let steps = claim_waiting(&state, claim, Duration::from_millis(p.wait_ms)).await?;
+    Ok(Json(PollAnswer { steps: items(&state, steps).await }))
+}
+
+/// Writes the worker to the registry of workers seen, at most every few seconds per worker.
+/// Advisory: a failed write must not cost the worker its work.
+pub(crate) async fn note_seen(state: &AppState, worker: &str, agents: &[String]) {
+    if let Some(seen) = state.remote.seen_due(worker, agents)
+        && let Err(e) = state.store().record_workers_seen(seen).await
+    {
+        tracing::warn!(error = %e, worker = %worker, "could not record the worker as seen");
+    }
+}
+
+/// The long poll's claim, shared with Conductor's poll: claims through the scheduler's own
+/// verb; when nothing is due, waits for the store's ring (or the next due time the claim
+/// reported), bounded by `wait` (itself capped below the request timeout), and claims again.
+pub(crate) async fn claim_waiting(
+    state: &AppState,
+    claim: ClaimDueSteps,
+    wait: Duration,
+) -> Result<Vec<ClaimedStep>, ApiError> {
+    let store = state.store().clone();
+    let wait = wait.min(MAX_WAIT).min(state.remote.request_time.saturating_sub(TIMEOUT_MARGIN));
+    let deadline = Instant::now() + wait;
     // Subscribed before the first claim: work queued between that claim and the wait still rings.
     let (mut rings, live) = match wait.is_zero() {
         true => (None, false),
@@ -69,7 +85,7 @@ pub async fn poll(State(state): State<AppState>, Json(p): Json<PollRequest>) -> 
         let work = store.claim_due_work(claim.clone()).await?;
         let now = Instant::now();
         if !work.steps.is_empty() || now >= deadline {
-            return Ok(Json(PollAnswer { steps: items(&state, work.steps).await }));
+            return Ok(work.steps);
         }
         // The store's clock counts whole milliseconds: one more, so the wake is never early.
         let next_due = work.next_due.map(|at| now + at.since(work.now) + Duration::from_millis(1));
@@ -99,20 +115,8 @@ fn check(state: &AppState, p: &PollRequest) -> Result<InstanceId, ApiError> {
             "agents: name 1 to {MAX_NAMES} agent types (and at most {MAX_NAMES} domains)"
         )));
     }
-    let remote = state.engine.remote_agents();
     for (i, a) in p.agents.iter().enumerate() {
-        if !remote.iter().any(|r| r == a) {
-            let known = if remote.is_empty() {
-                "none: start serve with --remote-agent NAME".to_owned()
-            } else {
-                remote.join(", ")
-            };
-            return Err(ApiError::new(
-                axum::http::StatusCode::UNPROCESSABLE_ENTITY,
-                "agent_not_remote",
-                format!("agents[{i}]: {a:?} is not an agent type served by remote workers here (remote: {known})"),
-            ));
-        }
+        check_remote(state, a).map_err(|e| ApiError { detail: format!("agents[{i}]: {}", e.detail), ..e })?;
     }
     for (i, d) in p.domains.iter().enumerate() {
         shiftboss_core::workflow::check_name("domain", d)
@@ -123,6 +127,22 @@ fn check(state: &AppState, p: &PollRequest) -> Result<InstanceId, ApiError> {
     }
     check_worker_id(&p.worker).map_err(|e| ApiError::invalid(format!("worker: {e}")))?;
     InstanceId::new(format!("worker:{}", p.worker)).map_err(|e| ApiError::invalid(format!("worker: {e}")))
+}
+
+/// 422 `agent_not_remote` unless the engine declares this agent type remote: a worker can never
+/// take the steps of an in-process agent.
+pub(crate) fn check_remote(state: &AppState, agent: &str) -> Result<(), ApiError> {
+    let remote = state.engine.remote_agents();
+    if remote.iter().any(|r| r == agent) {
+        return Ok(());
+    }
+    let known =
+        if remote.is_empty() { "none: start serve with --remote-agent NAME".to_owned() } else { remote.join(", ") };
+    Err(ApiError::new(
+        axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+        "agent_not_remote",
+        format!("{agent:?} is not an agent type served by remote workers here (remote: {known})"),
+    ))
 }
 
 /// The claimed steps as a worker reads them, each with its task's key.

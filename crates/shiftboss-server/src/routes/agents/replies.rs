@@ -102,7 +102,7 @@ pub async fn fail(
     reply(&state, &principal, f.worker.as_deref(), Reply { step_id, lease_token, result }).await
 }
 
-async fn reply(
+pub(crate) async fn reply(
     state: &AppState,
     principal: &Principal,
     worker: Option<&str>,

@@ -1,0 +1,41 @@
+//! Conductor's APIs (issue 17), with Conductor's paths under `/api`, its JSON shapes, enum names
+//! and status codes, so that workers and clients written with Conductor's SDKs run against
+//! shiftboss unchanged. A Conductor workflow is a shiftboss task; a Conductor task is one claim
+//! of a shiftboss step (its `taskId` is `<step id>.<lease token>`, which fences every update).
+//! Every verb is one the native API already uses: the worker routes go through the worker
+//! protocol's claim and fenced replies (`routes/agents`), the workflow routes through the
+//! engine's submission and the operator path. `docs/conductor-api.md` says what maps and where
+//! the mapping loses something.
+
+mod metadata;
+mod tasks;
+mod token;
+pub mod wire;
+mod workflows;
+
+pub use metadata::Registry;
+
+use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(token::token))
+        .routes(routes!(tasks::poll))
+        .routes(routes!(tasks::batch_poll))
+        .routes(routes!(tasks::update))
+        .routes(routes!(metadata::register_workflows, metadata::update_workflows, metadata::list_workflows))
+        .routes(routes!(metadata::get_workflow))
+        .routes(routes!(metadata::register_task_defs, metadata::update_task_def, metadata::list_task_defs))
+        .routes(routes!(metadata::get_task_def, metadata::delete_task_def))
+        .routes(routes!(workflows::start))
+        .routes(routes!(workflows::get, workflows::terminate, workflows::start_by_name))
+        .routes(routes!(workflows::pause))
+        .routes(routes!(workflows::resume))
+        .routes(routes!(workflows::retry))
+        .routes(routes!(workflows::restart))
+        .routes(routes!(workflows::rerun))
+        .routes(routes!(workflows::skip))
+        .routes(routes!(workflows::search))
+}

@@ -1,0 +1,163 @@
+//! Conductor's worker routes: poll (one or a batch) and update. A poll is the worker protocol's
+//! claim under the instance `worker:<workerid>`; an update is its fenced reply or heartbeat, the
+//! claim named by the `taskId` the poll handed out (`<step id>.<lease token>`), so an update for
+//! a claim that lapsed, was taken again or ended is refused (409) and changes nothing.
+
+use super::wire::{self, Task, TaskResult};
+use crate::auth::Principal;
+use crate::error::{ApiError, Problem};
+use crate::json::Json;
+use crate::query::{Path, Query};
+use crate::routes::agents::poll::{MAX_CAPACITY, check_remote, claim_waiting, note_seen};
+use crate::routes::agents::replies;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use shiftboss_core::InstanceId;
+use shiftboss_store::{ClaimDueSteps, ExtendLease, Reply, ReplyResult, StoreError, check_worker_id};
+use std::time::Duration;
+use utoipa::IntoParams;
+
+/// Conductor's poll parameters.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PollParams {
+    /// The worker's id (1 to 100 visible ASCII characters); the token's name when absent.
+    pub workerid: Option<String>,
+    /// An isolation domain the worker serves, besides steps with none.
+    pub domain: Option<String>,
+    /// How many tasks at most (batch poll only; 1 to 1,000, default 1).
+    pub count: Option<u32>,
+    /// How long to wait for work when none is due, in milliseconds (default 100; capped at 20 s).
+    pub timeout: Option<u64>,
+}
+
+/// Claims up to `count` tasks of the type for the worker, waiting up to `timeout` ms.
+async fn claim(
+    state: &AppState,
+    principal: &Principal,
+    tasktype: String,
+    p: PollParams,
+    count: u32,
+) -> Result<Vec<Task>, ApiError> {
+    check_remote(state, &tasktype)?;
+    let worker = p.workerid.unwrap_or_else(|| principal.name.clone());
+    check_worker_id(&worker).map_err(|e| ApiError::bad_request(format!("workerid: {e}")))?;
+    let instance =
+        InstanceId::new(format!("worker:{worker}")).map_err(|e| ApiError::bad_request(format!("workerid: {e}")))?;
+    if count == 0 || count > MAX_CAPACITY {
+        return Err(ApiError::bad_request(format!("count: 1 to {MAX_CAPACITY}")));
+    }
+    let domains = match p.domain.filter(|d| !d.is_empty()) {
+        None => Vec::new(),
+        Some(d) => {
+            shiftboss_core::workflow::check_name("domain", &d)
+                .map_err(|e| ApiError::bad_request(format!("domain: {e}")))?;
+            vec![d]
+        }
+    };
+    let agents = vec![tasktype];
+    note_seen(state, &worker, &agents).await;
+    let claim = ClaimDueSteps {
+        instance,
+        limit: count,
+        agents,
+        buckets: None,
+        domains,
+        limits: state.engine.agent_limits().to_vec(),
+    };
+    let wait = Duration::from_millis(p.timeout.unwrap_or(100));
+    let steps = claim_waiting(state, claim, wait).await?;
+    Ok(steps.into_iter().map(|s| wire::polled(s, &worker)).collect())
+}
+
+/// Claims one task of this type (the agent type; it must be declared remote), waiting up to
+/// `timeout` ms: the task, or 204 when none became due.
+#[utoipa::path(get, path = "/api/tasks/poll/{tasktype}", tag = "conductor",
+    params(("tasktype" = String, Path), PollParams),
+    security(("token" = ["agent"])),
+    responses((status = 200, body = Task), (status = 204, description = "No task became due in the wait"),
+        (status = 422, description = "Not a remote agent type", body = Problem)))]
+pub async fn poll(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(tasktype): Path<String>,
+    Query(p): Query<PollParams>,
+) -> Result<Response, ApiError> {
+    let mut tasks = claim(&state, &principal, tasktype, p, 1).await?;
+    Ok(match tasks.pop() {
+        Some(t) => Json(t).into_response(),
+        None => StatusCode::NO_CONTENT.into_response(),
+    })
+}
+
+/// Claims up to `count` tasks of this type, highest priority first, waiting up to `timeout` ms
+/// when none is due; `[]` when none became due.
+#[utoipa::path(get, path = "/api/tasks/poll/batch/{tasktype}", tag = "conductor",
+    params(("tasktype" = String, Path), PollParams),
+    security(("token" = ["agent"])),
+    responses((status = 200, body = Vec<Task>), (status = 422, description = "Not a remote agent type", body = Problem)))]
+pub async fn batch_poll(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(tasktype): Path<String>,
+    Query(p): Query<PollParams>,
+) -> Result<Json<Vec<Task>>, ApiError> {
+    let count = p.count.unwrap_or(1);
+    claim(&state, &principal, tasktype, p, count).await.map(Json)
+}
+
+/// A worker's update of a task it polled. COMPLETED: the step is done with `outputData`.
+/// FAILED: a failed attempt (retried by the step's policy). FAILED_WITH_TERMINAL_ERROR: the
+/// step fails for good. IN_PROGRESS (with `extendLease`, or `callbackAfterSeconds`): a
+/// heartbeat that moves the claim's complete-by on. Answers the task id as text; 409 when the
+/// claim is no longer the step's (lapsed, taken again, or ended): nothing changed.
+#[utoipa::path(post, path = "/api/tasks", tag = "conductor", request_body = TaskResult,
+    security(("token" = ["agent"])),
+    responses((status = 200, description = "Applied (or an identical repeat): the task id", content_type = "text/plain", body = String),
+        (status = 400, description = "A status shiftboss does not take", body = Problem),
+        (status = 404, description = "Not a task id this server handed out", body = Problem),
+        (status = 409, description = "lease_lost: the claim is no longer the step's", body = Problem)))]
+pub async fn update(
+    State(state): State<AppState>,
+    principal: Principal,
+    Json(r): Json<TaskResult>,
+) -> Result<Response, ApiError> {
+    let (step_id, lease_token) =
+        wire::parse_task_id(&r.task_id).ok_or_else(|| ApiError::not_found(format!("no task {:?}", r.task_id)))?;
+    let reason = || r.reason_for_incompletion.clone().filter(|s| !s.trim().is_empty());
+    let result = match r.status.as_str() {
+        "COMPLETED" => ReplyResult::Completed(r.output_data.clone().unwrap_or_else(|| serde_json::json!({}))),
+        "FAILED" => ReplyResult::Failed(reason().unwrap_or_else(|| "the worker reported FAILED".into())),
+        "FAILED_WITH_TERMINAL_ERROR" => ReplyResult::PermanentError(
+            reason().unwrap_or_else(|| "the worker reported FAILED_WITH_TERMINAL_ERROR".into()),
+        ),
+        "IN_PROGRESS" => return heartbeat(&state, &r.task_id, ExtendLease { step_id, lease_token }).await,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "status: {other:?} is not one of COMPLETED, FAILED, FAILED_WITH_TERMINAL_ERROR, IN_PROGRESS"
+            )));
+        }
+    };
+    let reply = Reply { step_id, lease_token, result };
+    replies::reply(&state, &principal, r.worker_id.as_deref(), reply).await?;
+    Ok(text(r.task_id))
+}
+
+async fn heartbeat(state: &AppState, task_id: &str, e: ExtendLease) -> Result<Response, ApiError> {
+    match state.store().extend_lease(e).await {
+        Ok(_) => Ok(text(task_id.to_owned())),
+        Err(StoreError::Conflict(_)) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "lease_lost",
+            format!("task {task_id}: the claim is no longer held (it lapsed, was taken again, or ended)"),
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn text(s: String) -> Response {
+    ([(header::CONTENT_TYPE, "text/plain")], s).into_response()
+}

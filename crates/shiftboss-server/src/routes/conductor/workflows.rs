@@ -1,0 +1,346 @@
+//! Conductor's workflow routes over shiftboss tasks: start (the engine's submission, idempotent
+//! by key), read (Conductor's Workflow with its tasks), search, and the operator actions, each
+//! through the same operator path as `/v1/tasks/{id}/...` with the token's name as the actor.
+
+use super::wire::{self, RerunWorkflowRequest, SearchResult, SkipTaskRequest, StartWorkflowRequest, Workflow};
+use crate::auth::Principal;
+use crate::error::{ApiError, Problem};
+use crate::json::{self, Json};
+use crate::query::{Path, Query};
+use crate::state::AppState;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use shiftboss_core::{TaskId, TaskState};
+use shiftboss_store::{ListTasks, OperateTask, SubmitTask, TaskCommand, TaskFilter};
+use utoipa::IntoParams;
+
+fn text(s: String) -> Response {
+    ([(header::CONTENT_TYPE, "text/plain")], s).into_response()
+}
+
+fn workflow_id(id: &str) -> Result<TaskId, ApiError> {
+    crate::wire::task_id(id).ok_or_else(|| ApiError::not_found(format!("no workflow {id}")))
+}
+
+/// Starts a workflow: a shiftboss task whose key is the `idempotencyKey` (a new UUID when
+/// absent). Starting again with the same key and input answers the same id. Answers the
+/// workflow id as text.
+#[utoipa::path(post, path = "/api/workflow", tag = "conductor", request_body = StartWorkflowRequest,
+    security(("token" = ["submit"])),
+    responses((status = 200, description = "The workflow id", content_type = "text/plain", body = String),
+        (status = 409, description = "The idempotency key exists with another workflow or input (or idempotencyStrategy FAIL)", body = Problem),
+        (status = 422, description = "Unknown workflow, invalid input, taskToDomain or an inline workflowDef", body = Problem)))]
+pub async fn start(
+    State(state): State<AppState>,
+    principal: Principal,
+    Json(r): Json<StartWorkflowRequest>,
+) -> Result<Response, ApiError> {
+    if r.workflow_def.is_some() {
+        return Err(ApiError::invalid("workflowDef: register the definition first (POST /api/metadata/workflow)"));
+    }
+    if r.task_to_domain.as_ref().is_some_and(|m| !m.is_empty()) {
+        return Err(ApiError::invalid("taskToDomain: shiftboss names a step's domain in its definition"));
+    }
+    if r.external_input_payload_storage_path.is_some() {
+        return Err(ApiError::invalid("externalInputPayloadStoragePath: external payload storage is not supported"));
+    }
+    let fail_if_exists = match r.idempotency_strategy.as_deref() {
+        None | Some("RETURN_EXISTING") => false,
+        Some("FAIL") => true,
+        Some(other) => {
+            return Err(ApiError::invalid(format!("idempotencyStrategy: {other:?} is not FAIL or RETURN_EXISTING")));
+        }
+    };
+    let key = match r.idempotency_key.filter(|k| !k.is_empty()) {
+        Some(k) => k,
+        None => uuid::Uuid::new_v4().to_string(),
+    };
+    if fail_if_exists && state.store().find_task_by_key(&key).await?.is_some() {
+        return Err(ApiError::conflict(format!("idempotencyKey {key:?}: a workflow was started with it")));
+    }
+    let task = SubmitTask {
+        key,
+        workflow: r.name,
+        version: r.version,
+        input: r.input.unwrap_or_else(|| json!({})),
+        priority: r.priority.unwrap_or(0),
+        actor: principal.name,
+    };
+    let s = state.engine.submit(task).await?;
+    Ok(text(s.task_id.to_string()))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub struct StartParams {
+    /// The version; the newest when absent.
+    pub version: Option<u32>,
+    /// Not kept by shiftboss (see docs/conductor-api.md).
+    #[allow(dead_code)]
+    pub correlation_id: Option<String>,
+    pub priority: Option<i32>,
+}
+
+/// Starts a workflow of this name with the body as its input; answers the id as text.
+#[utoipa::path(post, path = "/api/workflow/{workflowId}", tag = "conductor",
+    params(("workflowId" = String, Path, description = "The workflow's name (Conductor's `/workflow/{name}`: one path with the read and the terminate)"), StartParams),
+    request_body(content = Object, description = "The workflow's input", content_type = "application/json"),
+    security(("token" = ["submit"])),
+    responses((status = 200, description = "The workflow id", content_type = "text/plain", body = String),
+        (status = 422, body = Problem)))]
+pub async fn start_by_name(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+    Query(q): Query<StartParams>,
+    Json(input): Json<Value>,
+) -> Result<Response, ApiError> {
+    let task = SubmitTask {
+        key: uuid::Uuid::new_v4().to_string(),
+        workflow: name,
+        version: q.version,
+        input,
+        priority: q.priority.unwrap_or(0),
+        actor: principal.name,
+    };
+    let s = state.engine.submit(task).await?;
+    Ok(text(s.task_id.to_string()))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub struct GetParams {
+    /// With its tasks (the default).
+    pub include_tasks: Option<bool>,
+}
+
+/// A workflow (a shiftboss task) as Conductor's Workflow, with its tasks (its step rows).
+#[utoipa::path(get, path = "/api/workflow/{workflowId}", tag = "conductor",
+    params(("workflowId" = String, Path), GetParams), security(("token" = ["read"])),
+    responses((status = 200, body = Workflow), (status = 404, body = Problem)))]
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<GetParams>,
+) -> Result<Json<Workflow>, ApiError> {
+    let task_id = workflow_id(&id)?;
+    let (d, _) = crate::routes::tasks::detail(&state, task_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no workflow {id}")))?;
+    let with_tasks = q.include_tasks.unwrap_or(true);
+    Ok(Json(Workflow::new(&d.task, with_tasks.then_some(&d.steps[..]), &d.steps)))
+}
+
+async fn act(
+    state: &AppState,
+    principal: &Principal,
+    id: &str,
+    reason: String,
+    command: TaskCommand,
+) -> Result<(), ApiError> {
+    let task_id = workflow_id(id)?;
+    let reason = if reason.is_empty() { format!("Conductor API: {}", command.as_str()) } else { reason };
+    state.store().operate_task(OperateTask { task_id, actor: principal.name.clone(), reason, command }).await?;
+    // Steps the action made due start at once in this process.
+    state.engine.wake();
+    Ok(())
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TerminateParams {
+    /// Why, for the task's events.
+    pub reason: Option<String>,
+}
+
+/// Terminates a workflow: its live steps are cancelled, nothing is compensated.
+#[utoipa::path(delete, path = "/api/workflow/{workflowId}", tag = "conductor",
+    params(("workflowId" = String, Path), TerminateParams), security(("token" = ["operate"])),
+    responses((status = 200, description = "Terminated"), (status = 404, body = Problem),
+        (status = 409, description = "The workflow has ended", body = Problem)))]
+pub async fn terminate(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    Query(q): Query<TerminateParams>,
+) -> Result<StatusCode, ApiError> {
+    act(&state, &principal, &id, q.reason.unwrap_or_default(), TaskCommand::Terminate).await.map(|()| StatusCode::OK)
+}
+
+macro_rules! plain_action {
+    ($name:ident, $method:ident, $path:literal, $command:expr, $doc:literal) => {
+        #[doc = $doc]
+        #[utoipa::path($method, path = $path, tag = "conductor", params(("workflowId" = String, Path)),
+                    security(("token" = ["operate"])),
+                    responses((status = 200, description = "Done"), (status = 404, body = Problem),
+                        (status = 409, description = "The workflow's state does not allow it", body = Problem)))]
+        pub async fn $name(
+            State(state): State<AppState>,
+            principal: Principal,
+            Path(id): Path<String>,
+        ) -> Result<StatusCode, ApiError> {
+            act(&state, &principal, &id, String::new(), $command).await.map(|()| StatusCode::OK)
+        }
+    };
+}
+
+plain_action!(
+    pause,
+    put,
+    "/api/workflow/{workflowId}/pause",
+    TaskCommand::Pause,
+    "Pauses a workflow: nothing new is scheduled or claimed until it is resumed."
+);
+plain_action!(resume, put, "/api/workflow/{workflowId}/resume", TaskCommand::Resume, "Resumes a paused workflow.");
+plain_action!(
+    retry,
+    post,
+    "/api/workflow/{workflowId}/retry",
+    TaskCommand::Retry,
+    "Retries a failed workflow: its failed tasks run again."
+);
+
+/// The name of the step a rerun starts from: the one a Conductor task id names, else the first.
+async fn first_or(state: &AppState, id: &str, from: Option<&str>) -> Result<String, ApiError> {
+    let task_id = workflow_id(id)?;
+    let d = state.store().get_task(task_id).await?.ok_or_else(|| ApiError::not_found(format!("no workflow {id}")))?;
+    let step = match from {
+        None => d.steps.first(),
+        Some(t) => {
+            let (step_id, _) = wire::parse_task_id(t)
+                .ok_or_else(|| ApiError::invalid(format!("reRunFromTaskId: {t:?} is not a task of this workflow")))?;
+            d.steps.iter().find(|s| s.id == step_id)
+        }
+    };
+    step.map(|s| s.name.clone()).ok_or_else(|| ApiError::invalid("reRunFromTaskId: no such task in this workflow"))
+}
+
+/// Restarts a workflow from its first task, with the input it was started with.
+#[utoipa::path(post, path = "/api/workflow/{workflowId}/restart", tag = "conductor",
+    params(("workflowId" = String, Path)), security(("token" = ["operate"])),
+    responses((status = 200, description = "Restarted"), (status = 404, body = Problem), (status = 409, body = Problem),
+        (status = 422, body = Problem)))]
+pub async fn restart(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let from = first_or(&state, &id, None).await?;
+    act(&state, &principal, &id, String::new(), TaskCommand::Rerun { from }).await.map(|()| StatusCode::OK)
+}
+
+/// Runs a workflow again from a task (`reRunFromTaskId`) or from its first; answers its id.
+/// A new input (`workflowInput`, `taskInput`) is refused: a shiftboss task keeps its input.
+#[utoipa::path(post, path = "/api/workflow/{workflowId}/rerun", tag = "conductor",
+    params(("workflowId" = String, Path)), request_body = RerunWorkflowRequest, security(("token" = ["operate"])),
+    responses((status = 200, description = "The workflow id", content_type = "text/plain", body = String),
+        (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+pub async fn rerun(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    Json(r): Json<RerunWorkflowRequest>,
+) -> Result<Response, ApiError> {
+    let non_empty = |v: &Option<Value>| v.as_ref().is_some_and(|v| !v.is_null() && v != &json!({}));
+    if non_empty(&r.workflow_input) || non_empty(&r.task_input) {
+        return Err(ApiError::invalid("workflowInput, taskInput: a rerun keeps the workflow's input"));
+    }
+    let from = first_or(&state, &id, r.re_run_from_task_id.as_deref()).await?;
+    act(&state, &principal, &id, String::new(), TaskCommand::Rerun { from }).await?;
+    Ok(text(id))
+}
+
+/// Skips a task by its reference name: it counts as completed with `taskOutput`.
+#[utoipa::path(put, path = "/api/workflow/{workflowId}/skiptask/{taskReferenceName}", tag = "conductor",
+    params(("workflowId" = String, Path), ("taskReferenceName" = String, Path)),
+    request_body(content = SkipTaskRequest, description = "Optional", content_type = "application/json"),
+    security(("token" = ["operate"])),
+    responses((status = 200, description = "Skipped"), (status = 404, body = Problem), (status = 409, body = Problem)))]
+pub async fn skip(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path((id, step)): Path<(String, String)>,
+    req: Request,
+) -> Result<StatusCode, ApiError> {
+    let bytes = json::body_bytes(req, &state).await?;
+    let r: SkipTaskRequest =
+        if bytes.iter().all(u8::is_ascii_whitespace) { SkipTaskRequest::default() } else { json::parse(&bytes)? };
+    let output = r.task_output.unwrap_or_else(|| json!({}));
+    act(&state, &principal, &id, String::new(), TaskCommand::Skip { step, output }).await.map(|()| StatusCode::OK)
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchParams {
+    /// How many results to pass over (start + size at most 1,000).
+    pub start: Option<u32>,
+    /// At most this many results (default 100).
+    pub size: Option<u32>,
+    /// `workflowType = NAME`, `status = RUNNING`, joined with AND.
+    pub query: Option<String>,
+    /// Only `*` (any).
+    pub free_text: Option<String>,
+    /// Ignored: newest first.
+    #[allow(dead_code)]
+    pub sort: Option<String>,
+}
+
+/// Searches workflows, newest first: `query` takes `workflowType` and `status` terms joined
+/// with AND; `totalHits` counts the hits up to this page, plus one when more follow.
+#[utoipa::path(get, path = "/api/workflow/search", tag = "conductor", params(SearchParams),
+    security(("token" = ["read"])),
+    responses((status = 200, body = SearchResult), (status = 400, body = Problem)))]
+pub async fn search(
+    State(state): State<AppState>,
+    Query(q): Query<SearchParams>,
+) -> Result<Json<SearchResult>, ApiError> {
+    if q.free_text.as_deref().is_some_and(|t| !t.is_empty() && t != "*") {
+        return Err(ApiError::bad_request("freeText: only * is supported"));
+    }
+    let start = q.start.unwrap_or(0);
+    let size = q.size.unwrap_or(100);
+    if size == 0 || start.saturating_add(size) > crate::limits::MAX_PAGE {
+        return Err(ApiError::bad_request(format!("start + size: 1 to {}", crate::limits::MAX_PAGE)));
+    }
+    let (workflow, states) = parse_query(q.query.as_deref().unwrap_or(""))?;
+    // One state per listing: a status that is two shiftboss states is read as two listings.
+    let mut hits = Vec::new();
+    for st in states.unwrap_or(&[]).iter().map(|s| Some(*s)).chain(states.is_none().then_some(None)) {
+        let filter = TaskFilter { state: st, workflow: workflow.clone(), ..TaskFilter::default() };
+        let p = ListTasks { filter, include_archived: false, before: None, limit: start + size + 1 };
+        hits.extend(state.store().list_tasks(p).await?);
+    }
+    hits.sort_by_key(|t| std::cmp::Reverse(t.id));
+    let more = hits.len() > (start + size) as usize;
+    let total = (hits.len().min((start + size) as usize) + usize::from(more)) as u64;
+    let results = hits.iter().skip(start as usize).take(size as usize).map(wire::WorkflowSummary::from).collect();
+    Ok(Json(SearchResult { total_hits: total, results }))
+}
+
+/// Reads `workflowType = X AND status = Y` (values optionally quoted).
+fn parse_query(q: &str) -> Result<(Option<String>, Option<&'static [TaskState]>), ApiError> {
+    let (mut workflow, mut states) = (None, None);
+    for term in q.split(" AND ").map(str::trim).filter(|t| !t.is_empty()) {
+        let (field, value) = term
+            .split_once('=')
+            .ok_or_else(|| ApiError::bad_request(format!("query: {term:?} is not field = value")))?;
+        let value = value.trim().trim_matches(|c| c == '\'' || c == '"').to_owned();
+        match field.trim() {
+            "workflowType" => workflow = Some(value),
+            "status" => {
+                states = Some(
+                    wire::task_states(&value)
+                        .ok_or_else(|| ApiError::bad_request(format!("query: no workflow status {value:?}")))?,
+                )
+            }
+            other => return Err(ApiError::bad_request(format!("query: {other:?}: only workflowType and status"))),
+        }
+    }
+    Ok((workflow, states))
+}
