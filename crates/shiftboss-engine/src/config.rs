@@ -201,7 +201,7 @@ pub struct EngineConfig {
     /// The supervisor's settings, used when it runs the supervisor.
     pub supervisor: SupervisorConfig,
     /// How concurrent single submissions are grouped into transactions.
-    pub submit: crate::submitter::SubmitConfig,
+    pub submit: crate::group_commit::SubmitConfig,
 }
 
 impl EngineConfig {

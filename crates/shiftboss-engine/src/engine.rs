@@ -14,16 +14,20 @@
 use crate::agent::{Agent, AgentRegistry};
 use crate::config::EngineConfig;
 use crate::exception::ExceptionStrategy;
+use crate::group_commit::GroupCommit;
+use crate::group_commit::replies::Replies;
+use crate::group_commit::submissions::Submissions;
 use crate::jobs::{ClientConfig, JobClient};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::runtime::Breakers;
 use crate::scheduler::Scheduler;
-use crate::submitter::Submitter;
 use crate::supervisor::Supervisor;
 use shiftboss_core::InstanceId;
 use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
 use shiftboss_core::workflow::{StepKind, WorkflowDef};
-use shiftboss_store::{RegisterOutcome, Store, StoreError, SubmitTask, Submitted, Subscription};
+use shiftboss_store::{
+    RecordReplies, RegisterOutcome, Reply, ReplyOutcome, Store, StoreError, SubmitTask, Submitted, Subscription,
+};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
@@ -136,6 +140,7 @@ impl EngineBuilder {
                 wake,
                 supervisor_bell: Arc::default(),
                 submitter: OnceLock::new(),
+                replier: OnceLock::new(),
                 remote: self.remote,
             }),
         })
@@ -159,8 +164,9 @@ struct Inner {
     wake: Arc<Notify>,
     /// Rung by this process's scheduler after a claim, and by the due-work channel: the supervisor's bell.
     supervisor_bell: Arc<Notify>,
-    /// The group commit's writers, started by the first submission.
-    submitter: OnceLock<Submitter>,
+    /// The group commit's writers, started by the first submission, and by a remote reply.
+    submitter: OnceLock<GroupCommit<Submissions>>,
+    replier: OnceLock<GroupCommit<Replies>>,
     /// The agent types remote workers serve (see [`EngineBuilder::remote_agent`]).
     remote: Vec<String>,
 }
@@ -249,14 +255,13 @@ impl Engine {
         // Checked here so that a bad task is refused alone and never sends its batch the slow way.
         task.validate()?;
         let i = &self.inner;
-        let writers = i.config.submit.writers.unwrap_or_else(|| i.store.concurrent_writes());
-        let written = match writers {
+        let written = match self.writers() {
             0 => i.store.submit_task(task).await,
-            _ => {
+            writers => {
                 let queue = i.submitter.get_or_init(|| {
-                    Submitter::start(i.store.clone(), writers, i.config.submit.max_batch, i.metrics.clone())
+                    GroupCommit::start(&i.store, writers, i.config.submit.max_batch, i.metrics.clone(), Submissions)
                 });
-                match queue.submit(task).await {
+                match queue.send(task).await {
                     Ok(written) => written,
                     Err(task) => i.store.submit_task(task).await,
                 }
@@ -273,6 +278,42 @@ impl Engine {
         let s = self.inner.store.submit_tasks(tasks).await?;
         self.wake();
         Ok(s)
+    }
+
+    /// Records a remote worker's reply for a step (fenced by its lease token; see
+    /// `Store::record_replies`) and wakes this process's scheduler for what it queued.
+    /// Concurrent replies are written together, like submissions (group commit).
+    pub async fn record_reply(&self, worker: InstanceId, reply: Reply) -> Result<ReplyOutcome, EngineError> {
+        let i = &self.inner;
+        let alone = |worker: InstanceId, reply: Reply| async move {
+            let p = RecordReplies { instance: worker, replies: vec![reply], policies: i.policies.clone() };
+            let outcome = i.store.record_replies(p).await?.into_iter().next();
+            outcome.ok_or_else(|| StoreError::Backend("the store answered no outcome".into()))
+        };
+        let written = match self.writers() {
+            0 => alone(worker, reply).await,
+            writers => {
+                let queue = i.replier.get_or_init(|| {
+                    let how = Replies { policies: i.policies.clone() };
+                    GroupCommit::start(&i.store, writers, i.config.submit.max_batch, i.metrics.clone(), how)
+                });
+                match queue.send((worker, reply)).await {
+                    Ok(written) => written,
+                    Err((worker, reply)) => alone(worker, reply).await,
+                }
+            }
+        };
+        let outcome = written?;
+        if matches!(outcome, ReplyOutcome::Applied { .. }) {
+            self.wake();
+        }
+        Ok(outcome)
+    }
+
+    /// The group commit's writers: as configured, else as many as the store can use.
+    fn writers(&self) -> usize {
+        let i = &self.inner;
+        i.config.submit.writers.unwrap_or_else(|| i.store.concurrent_writes())
     }
 
     /// Tells the scheduler that work may be due (after a submission made outside the engine).

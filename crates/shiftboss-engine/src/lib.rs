@@ -12,7 +12,7 @@
 //! - [`scheduler`]: claims due steps, hands them to the runtime, writes replies in batches.
 //! - [`supervisor`]: the leader-only sweep that retries or gives up steps whose lease lapsed.
 //! - [`elector`]: keeps a leader lease for leader-only services.
-//! - [`submitter`]: group commit: concurrent single submissions written a batch at a time.
+//! - [`group_commit`]: concurrent single submissions and remote replies written a batch at a time.
 //! - [`engine`]: wiring: the builder, submission, start and shutdown.
 //!
 //! Architecture invariant: no SQL and no backend types here; every state change goes through the
@@ -23,6 +23,7 @@ pub mod config;
 pub mod elector;
 pub mod engine;
 pub mod exception;
+pub mod group_commit;
 pub mod http_agent;
 pub mod jobs;
 pub mod metrics;
@@ -30,14 +31,13 @@ pub mod outbound;
 pub mod progress;
 pub mod runtime;
 pub mod scheduler;
-pub mod submitter;
 pub mod supervisor;
 
 pub use agent::{Agent, AgentCall, AgentError};
 pub use config::{ArchiveConfig, BucketPolicy, EngineConfig, PollMode, Roles, SchedulerConfig, SupervisorConfig};
 pub use engine::{Engine, EngineBuilder, EngineError, RunningEngine};
 pub use exception::{Exception, ExceptionStrategy, Verdict};
+pub use group_commit::SubmitConfig;
 pub use http_agent::HttpAgent;
 pub use jobs::{ClientConfig, HandlerDefaults, JobClient, JobOptions};
 pub use outbound::{Outbound, OutboundConfig};
-pub use submitter::SubmitConfig;

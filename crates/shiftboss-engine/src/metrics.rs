@@ -33,6 +33,9 @@ pub struct Metrics {
     /// Tasks submitted through the group commit, and the transactions that wrote them.
     pub submitted: AtomicU64,
     pub submit_batches: AtomicU64,
+    /// Remote workers' replies written through the group commit, and the batches that wrote them.
+    pub remote_replies: AtomicU64,
+    pub remote_reply_batches: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -56,6 +59,8 @@ pub struct MetricsSnapshot {
     pub sweep_micros: u64,
     pub submitted: u64,
     pub submit_batches: u64,
+    pub remote_replies: u64,
+    pub remote_reply_batches: u64,
 }
 
 impl Metrics {
@@ -84,6 +89,8 @@ impl Metrics {
             sweep_micros: g(&self.sweep_micros),
             submitted: g(&self.submitted),
             submit_batches: g(&self.submit_batches),
+            remote_replies: g(&self.remote_replies),
+            remote_reply_batches: g(&self.remote_reply_batches),
         }
     }
 }

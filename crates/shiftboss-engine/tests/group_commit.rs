@@ -1,5 +1,6 @@
 //! Group commit: concurrent single submissions are written in one transaction, and each keeps the
-//! outcome it would have had alone (created, the same task again, or its own conflict).
+//! outcome it would have had alone (created, the same task again, or its own conflict); remote
+//! workers' concurrent replies likewise (applied, a repeat, or refused as stale).
 //!
 //! The test's runtime has one thread, so every submission polled by `join_all` is queued before
 //! the group commit's writer first runs: the batch is known, not left to timing.
@@ -10,7 +11,7 @@ use shiftboss_core::InstanceId;
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_engine::{Engine, EngineConfig, EngineError, SubmitConfig};
 use shiftboss_sqlite::{OpenOptions, SqliteStore};
-use shiftboss_store::{Store, StoreError, SubmitTask};
+use shiftboss_store::{ClaimDueSteps, Reply, ReplyOutcome, ReplyResult, Store, StoreError, SubmitTask};
 use std::sync::Arc;
 
 fn task(key: &str, input: serde_json::Value) -> SubmitTask {
@@ -90,4 +91,51 @@ async fn grouping_off_writes_each_alone() {
     let out = join_all((0..8).map(|i| engine.submit(task(&format!("k{i}"), json!({}))))).await;
     assert!(out.iter().all(|s| s.as_ref().unwrap().created));
     assert_eq!(engine.metrics().submit_batches, 0);
+}
+
+#[tokio::test]
+async fn concurrent_replies_share_transactions_and_keep_their_own_outcomes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, store) = engine(&dir, 1).await;
+    for i in 0..6 {
+        engine.submit(task(&format!("r{i}"), json!({}))).await.unwrap();
+    }
+    let claim = |who: &str| ClaimDueSteps {
+        instance: InstanceId::new(who).unwrap(),
+        limit: 3,
+        agents: vec!["svc".into()],
+        buckets: None,
+        domains: vec![],
+        limits: vec![],
+    };
+    let a = store.claim_due_work(claim("worker:a")).await.unwrap().steps;
+    let b = store.claim_due_work(claim("worker:b")).await.unwrap().steps;
+    assert_eq!((a.len(), b.len()), (3, 3));
+    let reply = |s: &shiftboss_store::ClaimedStep, token| Reply {
+        step_id: s.id,
+        lease_token: token,
+        result: ReplyResult::Completed(json!({"by": s.id.0})),
+    };
+    let mut replies: Vec<(InstanceId, Reply)> = Vec::new();
+    for (who, steps) in [("worker:a", &a), ("worker:b", &b)] {
+        for s in steps.iter() {
+            replies.push((InstanceId::new(who).unwrap(), reply(s, s.lease_token)));
+        }
+    }
+    // A reply under a token that never was this claim's: refused, the others go through.
+    let stale = reply(&a[0], shiftboss_core::LeaseToken(a[0].lease_token.0 + 1000));
+    replies.insert(1, (InstanceId::new("worker:a").unwrap(), stale));
+    let out = join_all(replies.into_iter().map(|(who, r)| engine.record_reply(who, r))).await;
+    let m = engine.metrics();
+    assert_eq!((m.remote_reply_batches, m.remote_replies), (1, 7), "one batch took the seven");
+    assert!(matches!(out[1], Ok(ReplyOutcome::Rejected { .. })), "{:?}", out[1]);
+    let applied = out.iter().filter(|o| matches!(o, Ok(ReplyOutcome::Applied { .. }))).count();
+    assert_eq!(applied, 6, "{out:?}");
+    // The same reply again: a repeat, nothing changed.
+    let again = engine.record_reply(InstanceId::new("worker:b").unwrap(), reply(&b[0], b[0].lease_token)).await;
+    assert!(matches!(again, Ok(ReplyOutcome::AlreadyApplied { .. })), "{again:?}");
+    for s in a.iter().chain(&b) {
+        let t = store.get_task(s.task_id).await.unwrap().unwrap();
+        assert_eq!(t.task.state, shiftboss_core::TaskState::Completed, "{t:?}");
+    }
 }

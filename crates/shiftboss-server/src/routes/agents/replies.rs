@@ -11,7 +11,7 @@ use crate::wire::{parse_id, time};
 use axum::extract::State;
 use axum::http::StatusCode;
 use shiftboss_core::{InstanceId, LeaseToken, StepId};
-use shiftboss_store::{ExtendLease, RecordReplies, Reply, ReplyOutcome, ReplyResult, StoreError, check_worker_id};
+use shiftboss_store::{ExtendLease, Reply, ReplyOutcome, ReplyResult, StoreError, check_worker_id};
 
 /// A reply's token that is not the step's current lease: the lease lapsed and the step went to
 /// another worker, or the step ended. Nothing was changed.
@@ -117,18 +117,15 @@ pub(crate) async fn reply(
     };
     let instance = InstanceId::new(actor).map_err(|e| ApiError::invalid(format!("worker: {e}")))?;
     let step_id = reply.step_id;
-    let p = RecordReplies { instance, replies: vec![reply], policies: state.engine.policies().clone() };
-    let outcome = state.store().record_replies(p).await?.into_iter().next();
-    match outcome {
-        Some(ReplyOutcome::Applied { task_state, .. }) => {
-            // Work the reply queued (the next step) starts at once in this process.
-            state.engine.wake();
+    // Written with other workers' concurrent replies in one transaction (the engine's group
+    // commit); an applied reply wakes this process's scheduler for the work it queued.
+    match state.engine.record_reply(instance, reply).await? {
+        ReplyOutcome::Applied { task_state, .. } => {
             Ok(Json(ReplyAnswer { repeated: false, task_state: task_state.as_str().to_owned() }))
         }
-        Some(ReplyOutcome::AlreadyApplied { task_state }) => {
+        ReplyOutcome::AlreadyApplied { task_state } => {
             Ok(Json(ReplyAnswer { repeated: true, task_state: task_state.as_str().to_owned() }))
         }
-        Some(ReplyOutcome::Rejected { reason }) => Err(lease_lost(format!("step {step_id}: {reason}"))),
-        None => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the store answered no outcome")),
+        ReplyOutcome::Rejected { reason } => Err(lease_lost(format!("step {step_id}: {reason}"))),
     }
 }
