@@ -3,8 +3,8 @@
 
 use crate::auth::Authenticator;
 use crate::metrics::ApiMetrics;
-use shiftboss_engine::Engine;
-use shiftboss_store::Store;
+use shiftboss_engine::{Engine, EngineError};
+use shiftboss_store::{Store, SubmitTask, Submitted};
 use std::sync::Arc;
 
 #[derive(Clone)]
@@ -22,5 +22,20 @@ pub struct AppState {
 impl AppState {
     pub fn store(&self) -> &Arc<dyn Store> {
         self.engine.store()
+    }
+
+    /// Submits through the engine (group commit), then rings this process's waiting worker polls
+    /// at once: the store's channel would ring them too, a round trip later.
+    pub async fn submit(&self, task: SubmitTask) -> Result<Submitted, EngineError> {
+        let s = self.engine.submit(task).await?;
+        self.remote.ring();
+        Ok(s)
+    }
+
+    /// Many tasks in one transaction, as [`AppState::submit`] does one.
+    pub async fn submit_many(&self, tasks: Vec<SubmitTask>) -> Result<Vec<Submitted>, EngineError> {
+        let s = self.engine.submit_many(tasks).await?;
+        self.remote.ring();
+        Ok(s)
     }
 }

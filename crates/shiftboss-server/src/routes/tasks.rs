@@ -43,7 +43,7 @@ async fn submit_task(
     Json(req): Json<wire::SubmitTask>,
 ) -> Result<Response, ApiError> {
     let key = req.key.clone();
-    let s = state.engine.submit(to_store(req, &principal)).await?;
+    let s = state.submit(to_store(req, &principal)).await?;
     let status = if s.created { StatusCode::CREATED } else { StatusCode::OK };
     let location = format!("/v1/tasks/{}", s.task_id);
     let body = Submitted { id: s.task_id.to_string(), key, created: s.created };
@@ -182,7 +182,7 @@ async fn submit_batch(
     }
     let keys: Vec<String> = b.tasks.iter().map(|t| t.key.clone()).collect();
     let tasks = b.tasks.into_iter().map(|t| to_store(t, &principal)).collect();
-    let done = state.engine.submit_many(tasks).await?;
+    let done = state.submit_many(tasks).await?;
     let items = done
         .into_iter()
         .zip(keys)

@@ -50,6 +50,11 @@ impl RemoteWorkers {
         (rx, s.is_live())
     }
 
+    /// Rings every waiting poll of this process (after a submission made here).
+    pub fn ring(&self) {
+        self.rings.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
     /// Whether this worker's poll for these agent types is due to be written to the registry, and
     /// if so, takes the turn (a failed write waits for the next turn; the registry is advisory).
     pub fn seen_due(&self, worker: &str, agents: &[String]) -> Option<WorkersSeen> {

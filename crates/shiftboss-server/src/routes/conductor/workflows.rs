@@ -69,7 +69,7 @@ pub async fn start(
         priority: r.priority.unwrap_or(0),
         actor: principal.name,
     };
-    let s = state.engine.submit(task).await?;
+    let s = state.submit(task).await?;
     Ok(text(s.task_id.to_string()))
 }
 
@@ -107,7 +107,7 @@ pub async fn start_by_name(
         priority: q.priority.unwrap_or(0),
         actor: principal.name,
     };
-    let s = state.engine.submit(task).await?;
+    let s = state.submit(task).await?;
     Ok(text(s.task_id.to_string()))
 }
 
