@@ -3,16 +3,15 @@
 
 use crate::config::WorkerConfig;
 use crate::protocol::{
-    CompleteRequest, FailRequest, HeartbeatAnswer, HeartbeatRequest, PollAnswer, PollRequest, Problem, Step,
+    BatchAnswer, BatchResult, HeartbeatAnswer, HeartbeatRequest, PollAnswer, PollRequest, Problem, ReplyBatch, Step,
 };
 use reqwest::StatusCode;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ClientError {
     /// The worker could not be set up (a bad URL, no TLS roots).
     #[error("worker setup: {0}")]
@@ -97,22 +96,14 @@ impl Client {
         Ok(answer.held.then_some(answer.seconds_left.unwrap_or(0.0)))
     }
 
-    pub(crate) async fn complete(&self, step: &Step, output: &Value, worker: &str) -> Result<(), ClientError> {
-        let path = format!("/v1/agents/steps/{}/complete", step.step_id);
-        let body = CompleteRequest { lease_token: &step.lease_token, output, worker };
-        self.post::<Value>(&path, &body, self.request_timeout, Some(step)).await.map(drop)
-    }
-
-    pub(crate) async fn fail(
-        &self,
-        step: &Step,
-        reason: &str,
-        permanent: bool,
-        worker: &str,
-    ) -> Result<(), ClientError> {
-        let path = format!("/v1/agents/steps/{}/fail", step.step_id);
-        let body = FailRequest { lease_token: &step.lease_token, reason, permanent, worker };
-        self.post::<Value>(&path, &body, self.request_timeout, Some(step)).await.map(drop)
+    /// Sends many replies in one request; one result per reply, in their order.
+    pub(crate) async fn replies(&self, batch: &ReplyBatch<'_>) -> Result<Vec<BatchResult>, ClientError> {
+        let answer: BatchAnswer = self.post("/v1/agents/replies", batch, self.request_timeout, None).await?;
+        if answer.results.len() != batch.replies.len() {
+            let detail = format!("{} replies got {} results", batch.replies.len(), answer.results.len());
+            return Err(ClientError::Server { status: 200, code: "short_answer".into(), detail });
+        }
+        Ok(answer.results)
     }
 
     async fn post<T: DeserializeOwned>(

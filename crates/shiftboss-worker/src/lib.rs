@@ -10,11 +10,13 @@
 //! - [`config`]: where the server is, who the worker is, how many steps it runs at once.
 //! - [`protocol`]: the JSON the worker protocol speaks.
 //! - [`client`]: one call per route, bounded, with typed errors.
-//! - [`worker`]: the poll loop, a task per step, heartbeats, the fenced reply, shutdown.
+//! - [`worker`]: the poll loop, a task per step, heartbeats, shutdown.
+//! - `replier`: the fenced replies, sent in batches while the last batch is on the way.
 
 pub mod client;
 pub mod config;
 pub mod protocol;
+mod replier;
 pub mod worker;
 
 pub use client::{Client, ClientError};

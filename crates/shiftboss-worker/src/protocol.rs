@@ -53,19 +53,40 @@ pub(crate) struct HeartbeatAnswer {
     pub seconds_left: Option<f64>,
 }
 
+/// Replies for many steps in one request (`POST /v1/agents/replies`).
 #[derive(Debug, Serialize)]
-pub(crate) struct CompleteRequest<'a> {
-    pub lease_token: &'a str,
-    pub output: &'a Value,
+pub(crate) struct ReplyBatch<'a> {
     pub worker: &'a str,
+    pub replies: Vec<BatchReply<'a>>,
 }
 
 #[derive(Debug, Serialize)]
-pub(crate) struct FailRequest<'a> {
+pub(crate) struct BatchReply<'a> {
+    pub step_id: &'a str,
     pub lease_token: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<BatchFailure<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct BatchFailure<'a> {
     pub reason: &'a str,
     pub permanent: bool,
-    pub worker: &'a str,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct BatchAnswer {
+    pub results: Vec<BatchResult>,
+}
+
+/// `applied`, `repeated`, `lease_lost` or `invalid` (with `detail`).
+#[derive(Debug, Deserialize)]
+pub(crate) struct BatchResult {
+    pub outcome: String,
+    #[serde(default)]
+    pub detail: Option<String>,
 }
 
 /// The server's problem body (RFC 9457), what the worker reads of it.

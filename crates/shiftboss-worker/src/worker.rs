@@ -8,6 +8,7 @@
 use crate::client::{Client, ClientError};
 use crate::config::WorkerConfig;
 use crate::protocol::Step;
+use crate::replier::{Answer, Ready, Replier};
 use async_trait::async_trait;
 use serde_json::Value;
 use std::future::Future;
@@ -89,10 +90,6 @@ pub struct Worker {
     counters: Arc<Counters>,
 }
 
-/// How many times an answer is sent again after no answer or a 5xx, and the first pause.
-const ANSWER_TRIES: u32 = 6;
-const ANSWER_BACKOFF: Duration = Duration::from_millis(100);
-
 impl Worker {
     pub fn new(config: WorkerConfig, handler: impl Handler) -> Result<Worker, ClientError> {
         config.validate().map_err(ClientError::Setup)?;
@@ -113,6 +110,7 @@ impl Worker {
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<WorkerStats, ClientError> {
         tokio::pin!(shutdown);
         let slots = Arc::new(Semaphore::new(self.config.concurrency));
+        let replier = Replier::start(self.client.clone(), self.config.worker_id.as_str().into());
         let mut running = JoinSet::new();
         let mut failures = 0u32;
         let mut refused = None;
@@ -141,9 +139,9 @@ impl Worker {
                             asked_at,
                             _slot: permits.pop(),
                             client: self.client.clone(),
+                            replier: replier.clone(),
                             handler: self.handler.clone(),
                             counters: self.counters.clone(),
-                            worker: self.config.worker_id.clone(),
                         };
                         running.spawn(job.run());
                     }
@@ -185,9 +183,9 @@ struct StepRun {
     /// more than the capacity asked for: the step is run anyway, as it is claimed.
     _slot: Option<OwnedSemaphorePermit>,
     client: Client,
+    replier: Replier,
     handler: Arc<dyn Handler>,
     counters: Arc<Counters>,
-    worker: String,
 }
 
 impl StepRun {
@@ -211,41 +209,22 @@ impl StepRun {
             Counters::add(&self.counters.dropped);
             return;
         };
-        let (step, worker) = (&self.step, self.worker.as_str());
-        let answered = match &outcome {
-            Ok(output) => answer(|| self.client.complete(step, output, worker)).await,
-            Err(Failure::Transient(why)) => answer(|| self.client.fail(step, why, false, worker)).await,
-            Err(Failure::Permanent(why)) => answer(|| self.client.fail(step, why, true, worker)).await,
+        let step = &self.step;
+        let done = outcome.is_ok();
+        let answer = match outcome {
+            Ok(output) => Answer::Done(output),
+            Err(failure) => Answer::Failed(failure),
         };
-        match (answered, outcome) {
-            (Ok(()), Ok(_)) => Counters::add(&self.counters.completed),
-            (Ok(()), Err(_)) => Counters::add(&self.counters.failed),
+        let ready = Ready { step_id: step.step_id.clone(), lease_token: step.lease_token.clone(), answer };
+        match (self.replier.send(ready).await, done) {
+            (Ok(()), true) => Counters::add(&self.counters.completed),
+            (Ok(()), false) => Counters::add(&self.counters.failed),
             (Err(e), _) => {
                 tracing::warn!(step = %step.step_id, error = %e, "the step's answer was not taken");
                 Counters::add(&self.counters.dropped);
             }
         }
     }
-}
-
-/// Sends an answer, again after no answer or a 5xx (an identical repeat is acknowledged and
-/// changes nothing), a bounded number of times.
-async fn answer<F, Fut>(send: F) -> Result<(), ClientError>
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = Result<(), ClientError>>,
-{
-    let mut pause = ANSWER_BACKOFF;
-    for _ in 1..ANSWER_TRIES {
-        match send().await {
-            Err(e) if e.is_transient() => {
-                sleep(pause).await;
-                pause *= 2;
-            }
-            done => return done,
-        }
-    }
-    send().await
 }
 
 /// Heartbeats at a third of the time left, moving the deadline on with each answer. Returns when

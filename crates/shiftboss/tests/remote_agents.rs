@@ -133,6 +133,44 @@ async fn heartbeats_keep_a_step_past_its_first_complete_by(db: String, logs: &Pa
     assert_eq!((s, v["held"].as_bool()), (StatusCode::OK, Some(false)), "{v}");
 }
 
+async fn a_batch_of_replies_answers_each_on_its_own(db: String, logs: &Path) {
+    let (_p, api) = started(&db, logs).await;
+    api.register("30s", None).await;
+    let (t1, t2) = (api.submit("b-1", json!({"n": 1}), 0).await, api.submit("b-2", json!({"n": 2}), 0).await);
+    let steps = api.poll("batcher", 2, 0).await;
+    assert_eq!(steps.len(), 2);
+    let of = |task: &str| steps.iter().find(|s| s["task_id"] == task).unwrap().clone();
+    let (s1, s2) = (of(&t1), of(&t2));
+    let batch = json!({"worker": "batcher", "replies": [
+        {"step_id": s1["step_id"], "lease_token": s1["lease_token"], "output": {"done": 1}},
+        {"step_id": s2["step_id"], "lease_token": "987654", "output": {"done": 2}},
+        {"step_id": s2["step_id"], "lease_token": s2["lease_token"], "failure": {"reason": " "}},
+        {"step_id": "not-an-id", "lease_token": "1"},
+    ]});
+    let (s, v) = api.post("/v1/agents/replies", batch).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let outcomes: Vec<&str> = v["results"].as_array().unwrap().iter().map(|r| r["outcome"].as_str().unwrap()).collect();
+    assert_eq!(outcomes, ["applied", "lease_lost", "invalid", "invalid"], "{v}");
+    assert_eq!(v["results"][0]["task_state"], "completed");
+    api.wait_state(&t1, "completed").await;
+    assert_eq!(api.task(&t2).await["state"], "running", "the refused replies changed nothing");
+    // Again: the applied one is a repeat, the other goes through now.
+    let batch = json!({"replies": [
+        {"step_id": s1["step_id"], "lease_token": s1["lease_token"], "output": {"done": 1}},
+        {"step_id": s2["step_id"], "lease_token": s2["lease_token"], "failure": {"reason": "no", "permanent": true}},
+    ]});
+    let (s, v) = api.post("/v1/agents/replies", batch).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(
+        (v["results"][0]["outcome"].as_str(), v["results"][1]["outcome"].as_str()),
+        (Some("repeated"), Some("applied")),
+        "{v}"
+    );
+    api.wait_state(&t2, "failed").await;
+    let (s, v) = api.post("/v1/agents/replies", json!({"replies": []})).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+}
+
 async fn a_late_reply_after_the_lease_lapsed_is_refused(db: String, logs: &Path) {
     let (_p, api) = started(&db, logs).await;
     api.register("1s", None).await;
@@ -273,6 +311,7 @@ on_both_stores!(
 );
 on_both_stores!(heartbeats_keep_a_step_past_its_first_complete_by, heartbeats_on_sqlite, heartbeats_on_postgres);
 on_both_stores!(a_late_reply_after_the_lease_lapsed_is_refused, late_reply_on_sqlite, late_reply_on_postgres);
+on_both_stores!(a_batch_of_replies_answers_each_on_its_own, batch_replies_on_sqlite, batch_replies_on_postgres);
 on_both_stores!(
     the_python_worker_finishes_tasks_and_survives_a_kill,
     python_worker_on_sqlite,

@@ -6,6 +6,7 @@
 //! supervisor's sweep takes back the steps of a worker that vanished when their complete-by passes.
 //! `docs/worker-protocol.md` is the protocol's page.
 
+mod batch;
 pub mod bell;
 pub(crate) mod poll;
 pub(crate) mod replies;
@@ -24,5 +25,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(replies::heartbeat))
         .routes(routes!(replies::complete))
         .routes(routes!(replies::fail))
+        .routes(routes!(batch::replies))
         .routes(routes!(workers::list_workers))
 }

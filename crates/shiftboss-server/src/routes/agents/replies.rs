@@ -13,13 +13,25 @@ use axum::http::StatusCode;
 use shiftboss_core::{InstanceId, LeaseToken, StepId};
 use shiftboss_store::{ExtendLease, Reply, ReplyOutcome, ReplyResult, StoreError, check_worker_id};
 
+/// Who a reply is recorded as: `worker:<id>` when the worker names itself, else the token's name.
+pub(crate) fn actor(principal: &Principal, worker: Option<&str>) -> Result<InstanceId, ApiError> {
+    let actor = match worker {
+        Some(w) => {
+            check_worker_id(w).map_err(|e| ApiError::invalid(format!("worker: {e}")))?;
+            format!("worker:{w}")
+        }
+        None => principal.name.clone(),
+    };
+    InstanceId::new(actor).map_err(|e| ApiError::invalid(format!("worker: {e}")))
+}
+
 /// A reply's token that is not the step's current lease: the lease lapsed and the step went to
 /// another worker, or the step ended. Nothing was changed.
 fn lease_lost(detail: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::CONFLICT, "lease_lost", detail)
 }
 
-fn step_and_token(id: &str, token: &str) -> Result<(StepId, LeaseToken), ApiError> {
+pub(crate) fn step_and_token(id: &str, token: &str) -> Result<(StepId, LeaseToken), ApiError> {
     let step = parse_id(id).map(StepId).ok_or_else(|| ApiError::not_found(format!("no step {id}")))?;
     let token = token
         .parse::<i64>()
@@ -108,14 +120,7 @@ pub(crate) async fn reply(
     worker: Option<&str>,
     reply: Reply,
 ) -> Result<Json<ReplyAnswer>, ApiError> {
-    let actor = match worker {
-        Some(w) => {
-            check_worker_id(w).map_err(|e| ApiError::invalid(format!("worker: {e}")))?;
-            format!("worker:{w}")
-        }
-        None => principal.name.clone(),
-    };
-    let instance = InstanceId::new(actor).map_err(|e| ApiError::invalid(format!("worker: {e}")))?;
+    let instance = actor(principal, worker)?;
     let step_id = reply.step_id;
     // Written with other workers' concurrent replies in one transaction (the engine's group
     // commit); an applied reply wakes this process's scheduler for the work it queued.

@@ -150,3 +150,58 @@ pub struct WorkerSeenAt {
     /// Seconds since it was last seen, by the store's clock.
     pub seconds_since: f64,
 }
+
+/// Many replies at once: what a worker finished while its last batch was on the way. Each is
+/// fenced and answered on its own, as `complete` and `fail` answer one.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplyBatch {
+    /// The worker's id, for the event log (default: the token's name).
+    #[serde(default)]
+    pub worker: Option<String>,
+    /// 1 to 1,000 replies.
+    pub replies: Vec<BatchReply>,
+}
+
+/// One reply of a batch: `output` for a step done, or `failure` for a failed attempt.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchReply {
+    pub step_id: String,
+    pub lease_token: String,
+    /// The step's output, when it is done (`{}` when neither this nor `failure` is given).
+    #[serde(default)]
+    pub output: Option<Value>,
+    /// Why the attempt failed, instead of an output.
+    #[serde(default)]
+    pub failure: Option<BatchFailure>,
+}
+
+/// A failed attempt, as `fail` takes it.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchFailure {
+    pub reason: String,
+    #[serde(default)]
+    pub permanent: bool,
+}
+
+/// What each reply of a batch did, in the request's order.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BatchAnswer {
+    pub results: Vec<BatchResult>,
+}
+
+/// One reply's outcome: `applied`, `repeated` (the identical repeat of an applied reply: nothing
+/// changed), `lease_lost` (the token is not the step's lease: nothing changed) or `invalid` (the
+/// reply itself is wrong: `detail` says how).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BatchResult {
+    pub step_id: String,
+    pub outcome: String,
+    /// The task's state after the reply, when applied or repeated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_state: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
