@@ -29,6 +29,8 @@ pub struct TokenAnswer {
 /// Conductor's Task, as a poll hands it out and a workflow lists it.
 #[derive(Debug, Default, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+// Named apart in the OpenAPI document: the native API has a `Task` of its own.
+#[schema(as = ConductorTask)]
 pub struct Task {
     /// `<step id>.<lease token>`: one claim of a step, so that an update names the claim it
     /// answers (Conductor's TaskResult carries no lease token of its own).
@@ -252,6 +254,8 @@ pub struct StartWorkflowRequest {
 /// Conductor's Workflow (an execution).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+// Named apart in the OpenAPI document: the native API has a `Workflow` of its own.
+#[schema(as = ConductorWorkflow)]
 pub struct Workflow {
     pub workflow_id: String,
     pub workflow_name: String,
