@@ -89,6 +89,8 @@ def write(r, path, plot_name):
         both(f"remote workers x{w} (Rust client, batch polls): steps/s",
              lambda s, w=w: _f(_g(s, f"remote_{w}", "steps_per_s")))
         both(f"  pickup of a waiting long poll, p50 / p99 / max ms (x{w})", lambda s, w=w: _lat(_g(s, f"remote_{w}", "pickup")))
+        both(f"Conductor-API workers x{w} (batch poll, an update per task): steps/s",
+             lambda s, w=w: _f(_g(s, f"remote_conductor_{w}", "steps_per_s")))
     rec = _g(r, "postgres", "recovery") or _g(r, "sqlite", "recovery") or {}
     L += ["", f"Pickup: one job every {r['sizes']['pickup_every_ms']} ms for {r['sizes']['pickup_s']} s on an idle "
           f"store. Recovery: supervisor interval {rec.get('supervisor_interval_ms', '-')} ms, scheduler poll "

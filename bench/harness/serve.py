@@ -162,12 +162,13 @@ def api_submit(sb, db, tasks, clients):
     return out
 
 
-def remote_workers(sb, db, steps, workers, concurrency):
-    """Issue 17: `steps` one-step no-op steps drained by `workers` worker processes (the Rust
-    client, `concurrency` slots each, polling in batches) through one `serve --remote-agent noop`,
-    then the pickup of a waiting long poll (`shiftboss-lab bench remote`)."""
+def remote_workers(sb, db, steps, workers, concurrency, protocol="native"):
+    """Issue 17: `steps` one-step no-op steps drained by `workers` worker processes
+    (`concurrency` slots each, polling in batches: the Rust client for the native protocol, or
+    Conductor's batch poll and one update per task) through one `serve --remote-agent noop`, then
+    the pickup of a waiting long poll (`shiftboss-lab bench remote`)."""
     with _ServeWithApi(sb, db, ["--remote-agent", "noop"]) as s:
         out = sb.bench(db, "remote", "--url", s.url, "--token-file", s.token, "--steps", steps,
-                       "--workers", workers, "--concurrency", concurrency)
-    log(f"remote workers x{workers}: {out['steps_per_s']:,.0f} steps/s, pickup {out.get('pickup')}")
+                       "--workers", workers, "--concurrency", concurrency, "--protocol", protocol)
+    log(f"remote workers ({protocol}) x{workers}: {out['steps_per_s']:,.0f} steps/s, pickup {out.get('pickup')}")
     return out

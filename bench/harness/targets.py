@@ -96,6 +96,9 @@ def check(r):
     best = max([v for v in (_get(r, "postgres", f"remote_{w}", "steps_per_s") for w in (1, 4)) if v] or [0]) or None
     rows.append(_row("PostgreSQL remote workers, steps/s (best of 1 and 4 processes)",
                      f"{best:,.0f}/s" if best else "-", ">= 10,000/s", None if not best else best >= 10000))
+    best = max([v for v in (_get(r, "postgres", f"remote_conductor_{w}", "steps_per_s") for w in (1, 4)) if v] or [0]) or None
+    rows.append(_row("PostgreSQL Conductor batch-poll workers, steps/s (best of 1 and 4 processes)",
+                     f"{best:,.0f}/s" if best else "-", ">= 5,000/s", None if not best else best >= 5000))
     p99s = [v for v in (_get(r, "postgres", f"remote_{w}", "pickup", "p99_ms") for w in (1, 4)) if v is not None]
     rows.append(_row("PostgreSQL remote pickup p99 (waiting long poll)", f"{max(p99s):.1f} ms" if p99s else "-",
                      "<= 5 ms", None if not p99s else max(p99s) <= 5))

@@ -1,6 +1,8 @@
 //! Remote workers (issue 17): one-step no-op steps of the agent type `noop`, run by `--workers`
-//! worker processes (the `shiftboss-worker` client, each with `--concurrency` slots, polling in
-//! batches) against a running serve (`bench/remote` starts it with `--remote-agent noop`).
+//! worker processes against a running serve (`bench/run` starts it with `--remote-agent noop`):
+//! with `--protocol native`, the `shiftboss-worker` client (`--concurrency` slots, polling in
+//! batches, replies in batches); with `--protocol conductor`, a loop that speaks Conductor's API
+//! as its SDKs do (a batch poll for the free slots, then one `POST /api/tasks` per task).
 //!
 //! Two phases. Throughput: `--steps` tasks are submitted through the API's batch route before the
 //! workers start; the clock runs from their start to the last task's completion (read from
@@ -45,6 +47,14 @@ pub struct RemoteArgs {
     pickup_every_ms: u64,
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     timeout: Duration,
+    #[arg(long, value_enum, default_value_t = Protocol::Native)]
+    protocol: Protocol,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Protocol {
+    Native,
+    Conductor,
 }
 
 /// One worker process of the bench.
@@ -58,6 +68,8 @@ pub struct RemoteWorkerArgs {
     id: String,
     #[arg(long)]
     concurrency: usize,
+    #[arg(long, value_enum, default_value_t = Protocol::Native)]
+    protocol: Protocol,
 }
 
 fn now_us() -> u64 {
@@ -83,6 +95,9 @@ impl Handler for Noop {
 
 pub async fn worker(a: RemoteWorkerArgs) -> anyhow::Result<()> {
     let token = std::fs::read_to_string(&a.token_file)?.trim().to_owned();
+    if a.protocol == Protocol::Conductor {
+        return conductor_worker(a, token).await;
+    }
     let mut config = WorkerConfig::new(a.url, token, a.id, [AGENT]);
     config.concurrency = a.concurrency;
     let noop = Arc::new(Noop::default());
@@ -94,6 +109,50 @@ pub async fn worker(a: RemoteWorkerArgs) -> anyhow::Result<()> {
         .await?;
     let pickups = std::mem::take(&mut *noop.pickups_ms.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
     println!("{}", json!({"completed": stats.completed, "dropped": stats.dropped, "pickups_ms": pickups}));
+    Ok(())
+}
+
+/// A worker as Conductor's SDKs run one: a batch poll for the free slots (long poll), a task per
+/// polled task, and one `POST /api/tasks` with COMPLETED for each.
+async fn conductor_worker(a: RemoteWorkerArgs, token: String) -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build()?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(a.concurrency.max(1)));
+    let pickups = Arc::new(Mutex::new(Vec::new()));
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let (mut completed, mut running) = (0u64, tokio::task::JoinSet::new());
+    loop {
+        let free = slots.available_permits().max(1);
+        let url = format!("{}/api/tasks/poll/batch/{AGENT}?count={free}&timeout=2000&workerid={}", a.url, a.id);
+        let polled = tokio::select! {
+            _ = term.recv() => break,
+            r = http.get(&url).header("X-Authorization", &token).send() => r?,
+        };
+        let tasks: Vec<Value> = if polled.status().as_u16() == 200 { polled.json().await? } else { Vec::new() };
+        for t in tasks {
+            if let Some(us) = t["inputData"]["submitted_us"].as_u64() {
+                let ms = now_us().saturating_sub(us) as f64 / 1000.0;
+                pickups.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(ms);
+            }
+            let permit = slots.clone().acquire_owned().await?;
+            let (http, url, token) = (http.clone(), format!("{}/api/tasks", a.url), token.clone());
+            running.spawn(async move {
+                let result = json!({"taskId": t["taskId"], "workflowInstanceId": t["workflowInstanceId"],
+                                    "status": "COMPLETED", "outputData": {}});
+                let res = http.post(&url).header("X-Authorization", &token).json(&result).send().await;
+                drop(permit);
+                res.is_ok_and(|r| r.status().is_success())
+            });
+        }
+        while let Some(done) = running.try_join_next() {
+            completed += u64::from(done.unwrap_or(false));
+        }
+    }
+    while let Some(done) = running.join_next().await {
+        completed += u64::from(done.unwrap_or(false));
+    }
+    let pickups = std::mem::take(&mut *pickups.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    println!("{}", json!({"completed": completed, "dropped": 0, "pickups_ms": pickups}));
     Ok(())
 }
 
@@ -157,6 +216,7 @@ pub async fn run(a: RemoteArgs) -> anyhow::Result<Value> {
             .args(["bench", "remote-worker", "--url", &a.url, "--token-file"])
             .arg(&a.token_file)
             .args(["--id", &format!("bench-{run}-{w}"), "--concurrency", &a.concurrency.to_string()])
+            .args(["--protocol", if a.protocol == Protocol::Conductor { "conductor" } else { "native" }])
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()?;
@@ -192,7 +252,8 @@ pub async fn run(a: RemoteArgs) -> anyhow::Result<Value> {
         pickups.extend(report["pickups_ms"].as_array().into_iter().flatten().filter_map(Value::as_f64));
     }
     Ok(json!({
-        "workload": "remote_workers", "steps": a.steps, "workers": a.workers, "concurrency": a.concurrency,
+        "workload": "remote_workers", "protocol": format!("{:?}", a.protocol).to_lowercase(),
+        "steps": a.steps, "workers": a.workers, "concurrency": a.concurrency,
         "drain_s": round3(drain_s), "steps_per_s": round3(f64::from(a.steps) / drain_s),
         "pickup": summary(pickups),
     }))
