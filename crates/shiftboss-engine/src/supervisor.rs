@@ -164,12 +164,13 @@ impl Supervisor {
             total.steps += r.steps;
             total.events += r.events;
             total.purged += r.purged;
-            if r.tasks < u64::from(a.batch) && r.purged < u64::from(a.batch) {
+            total.deliveries += r.deliveries;
+            if r.tasks < u64::from(a.batch) && r.purged < u64::from(a.batch) && r.deliveries < u64::from(a.batch) {
                 break;
             }
         }
         if total != ArchiveReport::default() {
-            tracing::info!(tasks = total.tasks, purged = total.purged, "archiver");
+            tracing::info!(tasks = total.tasks, purged = total.purged, deliveries = total.deliveries, "archiver");
         }
         Ok(total)
     }

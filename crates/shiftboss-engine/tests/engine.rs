@@ -65,6 +65,7 @@ impl Fixture {
 
 fn order(key: &str) -> SubmitTask {
     SubmitTask {
+        notify: None,
         key: key.into(),
         workflow: "order".into(),
         version: None,

@@ -15,7 +15,15 @@ use shiftboss_store::{ClaimDueSteps, Reply, ReplyOutcome, ReplyResult, Store, St
 use std::sync::Arc;
 
 fn task(key: &str, input: serde_json::Value) -> SubmitTask {
-    SubmitTask { key: key.into(), workflow: "order".into(), version: None, input, priority: 0, actor: "test".into() }
+    SubmitTask {
+        notify: None,
+        key: key.into(),
+        workflow: "order".into(),
+        version: None,
+        input,
+        priority: 0,
+        actor: "test".into(),
+    }
 }
 
 async fn engine(dir: &tempfile::TempDir, writers: usize) -> (Engine, Arc<dyn Store>) {

@@ -259,6 +259,60 @@ impl Store for Counting {
         self.count("task_keys");
         self.inner.task_keys(ids).await
     }
+
+    async fn create_subscription(&self, p: NewSubscription) -> Result<SubscriptionRecord> {
+        self.count("create_subscription");
+        self.inner.create_subscription(p).await
+    }
+
+    async fn list_subscriptions(&self) -> Result<Vec<SubscriptionRecord>> {
+        self.count("list_subscriptions");
+        self.inner.list_subscriptions().await
+    }
+
+    async fn get_subscription(&self, id: i64) -> Result<Option<SubscriptionRecord>> {
+        self.count("get_subscription");
+        self.inner.get_subscription(id).await
+    }
+
+    async fn set_subscription_state(&self, p: SetSubscriptionState) -> Result<SubscriptionRecord> {
+        self.count("set_subscription_state");
+        self.inner.set_subscription_state(p).await
+    }
+
+    async fn delete_subscription(&self, id: i64) -> Result<bool> {
+        self.count("delete_subscription");
+        self.inner.delete_subscription(id).await
+    }
+
+    async fn claim_deliveries(&self, p: ClaimDeliveries) -> Result<ClaimedDeliveries> {
+        self.count("claim_deliveries");
+        self.inner.claim_deliveries(p).await
+    }
+
+    async fn record_deliveries(&self, outcomes: Vec<DeliveryOutcome>) -> Result<Vec<bool>> {
+        self.count("record_deliveries");
+        self.inner.record_deliveries(outcomes).await
+    }
+
+    async fn list_deliveries(&self, q: DeliveryQuery) -> Result<Vec<DeliveryRecord>> {
+        self.count("list_deliveries");
+        self.inner.list_deliveries(q).await
+    }
+
+    async fn get_delivery(&self, id: i64) -> Result<Option<DeliveryRecord>> {
+        self.count("get_delivery");
+        self.inner.get_delivery(id).await
+    }
+
+    async fn redeliver(&self, p: Redeliver) -> Result<RedeliverReport> {
+        self.count("redeliver");
+        self.inner.redeliver(p).await
+    }
+
+    fn subscribe_deliveries(&self, wake: WakeFn) -> Subscription {
+        self.inner.subscribe_deliveries(wake)
+    }
 }
 
 /// Fails its first call, then succeeds; records when each call started.
@@ -311,6 +365,7 @@ async fn an_idle_engine_makes_few_store_calls_and_starts_a_delayed_retry_on_time
 
     let task = engine
         .submit(SubmitTask {
+            notify: None,
             key: "t".into(),
             workflow: "w".into(),
             version: None,

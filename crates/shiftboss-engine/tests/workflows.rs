@@ -50,7 +50,15 @@ async fn ended(store: &dyn Store, task: TaskId) -> TaskDetail {
 }
 
 fn submit(key: &str, workflow: &str, input: Value) -> SubmitTask {
-    SubmitTask { key: key.into(), workflow: workflow.into(), version: None, input, priority: 0, actor: "test".into() }
+    SubmitTask {
+        notify: None,
+        key: key.into(),
+        workflow: workflow.into(),
+        version: None,
+        input,
+        priority: 0,
+        actor: "test".into(),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -55,10 +55,36 @@ pub async fn archive(t: &Tx<'_>, p: &Archive) -> Result<ArchiveReport, StoreErro
         .await?;
         (report.tasks, report.steps, report.events) = move_rows(t, &ids, true).await?;
     }
+    report.deliveries = archive_deliveries(t, t.now.0.saturating_sub(duration_ms(p.after)), p.limit).await?;
     if let Some(keep) = p.keep {
         report.purged = purge(t, t.now.0.saturating_sub(duration_ms(keep)), p.limit).await?;
+        t.execute(
+            "DELETE FROM deliveries_history WHERE id IN
+                (SELECT id FROM deliveries_history WHERE updated_at < $1 ORDER BY updated_at LIMIT $2)",
+            &[&t.now.0.saturating_sub(duration_ms(keep)), &i64::from(p.limit)],
+        )
+        .await?;
     }
     Ok(report)
+}
+
+/// Delivered messages older than `before` leave the hot table, like finished tasks (pending and
+/// dead ones stay: they still need a dispatcher or an operator).
+async fn archive_deliveries(t: &Tx<'_>, before: i64, limit: u32) -> Result<u64, StoreError> {
+    let row = t
+        .query_one(
+            "WITH moved AS (
+                 DELETE FROM deliveries WHERE id IN
+                     (SELECT id FROM deliveries WHERE state = 'delivered' AND updated_at <= $1
+                       ORDER BY updated_at LIMIT $2)
+                 RETURNING *
+             ), kept AS (INSERT INTO deliveries_history SELECT * FROM moved RETURNING 1)
+             SELECT count(*) FROM kept",
+            &[&before, &i64::from(limit)],
+        )
+        .await?;
+    let n: i64 = crate::rows::get(&row, 0)?;
+    Ok(n as u64)
 }
 
 /// Locks the descendants of `roots` (held by this transaction) and returns the ids of every tree
@@ -184,7 +210,10 @@ pub async fn restore_tree(t: &Tx<'_>, root: TaskId, actor: &str) -> Result<bool,
         return Ok(false);
     }
     let ids = history_tree(t, &[root.0]).await?;
+    // The events moved back were messages once already: the outbox trigger lets them pass.
+    t.execute("SELECT set_config('shiftboss.outbox_muted', 'on', true)", &[]).await?;
     move_rows(t, &ids, false).await?;
+    t.execute("SELECT set_config('shiftboss.outbox_muted', 'off', true)", &[]).await?;
     t.event(root, None, ev::TASK_RESTORED, EventLevel::Info, actor, json!({})).await?;
     Ok(true)
 }

@@ -67,6 +67,7 @@ mod schedulers;
 mod submit;
 mod tokens;
 mod tx;
+mod webhooks;
 mod workers;
 mod writes;
 
@@ -598,5 +599,56 @@ impl Store for PostgresStore {
     async fn task_keys(&self, ids: Vec<TaskId>) -> Result<Vec<(TaskId, String)>> {
         check_task_keys(&ids)?;
         self.read(async |c| workers::task_keys(c, &ids).await).await
+    }
+
+    async fn create_subscription(&self, p: NewSubscription) -> Result<SubscriptionRecord> {
+        p.validate()?;
+        self.write(async |t| webhooks::create(t, &p).await).await
+    }
+
+    async fn list_subscriptions(&self) -> Result<Vec<SubscriptionRecord>> {
+        self.read(async |c| webhooks::list(c).await).await
+    }
+
+    async fn get_subscription(&self, id: i64) -> Result<Option<SubscriptionRecord>> {
+        self.read(async |c| webhooks::get_one(c, id).await).await
+    }
+
+    async fn set_subscription_state(&self, p: SetSubscriptionState) -> Result<SubscriptionRecord> {
+        self.write(async |t| webhooks::set_state(t, &p).await).await
+    }
+
+    async fn delete_subscription(&self, id: i64) -> Result<bool> {
+        self.write(async |t| webhooks::delete(t, id).await).await
+    }
+
+    async fn claim_deliveries(&self, p: ClaimDeliveries) -> Result<ClaimedDeliveries> {
+        self.write(async |t| webhooks::claim(t, &p).await).await
+    }
+
+    async fn record_deliveries(&self, outcomes: Vec<DeliveryOutcome>) -> Result<Vec<bool>> {
+        if outcomes.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.write(async |t| webhooks::record(t, &outcomes).await).await
+    }
+
+    async fn list_deliveries(&self, q: DeliveryQuery) -> Result<Vec<DeliveryRecord>> {
+        self.read(async |c| webhooks::list_deliveries(c, &q).await).await
+    }
+
+    async fn get_delivery(&self, id: i64) -> Result<Option<DeliveryRecord>> {
+        self.read(async |c| webhooks::get_delivery(c, id).await).await
+    }
+
+    async fn redeliver(&self, p: Redeliver) -> Result<RedeliverReport> {
+        p.validate()?;
+        self.write(async |t| webhooks::redeliver(t, &p).await).await
+    }
+
+    /// The outbox trigger rings the schema's outbox channel at the commit of a transaction that
+    /// wrote deliveries, whichever process wrote it.
+    fn subscribe_deliveries(&self, wake: WakeFn) -> Subscription {
+        listen::subscribe(self.inner.config.clone(), webhooks::channel(&self.inner.schema), wake)
     }
 }

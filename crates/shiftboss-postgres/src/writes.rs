@@ -155,6 +155,15 @@ impl WriteTx for Tx<'_> {
         Ok(Some(id))
     }
 
+    async fn insert_task_subscription(
+        &self,
+        task: TaskId,
+        target: &shiftboss_store::WebhookTarget,
+    ) -> Result<(), StoreError> {
+        // The task row must be in the table first: ahead-written rows are flushed with the events.
+        crate::webhooks::insert(self, target, Some(task), None, None).await.map(|_| ())
+    }
+
     async fn insert_submitted(&self, new: &[NewTask<'_>]) -> Result<Vec<Keyed>, StoreError> {
         crate::submit::insert_submitted(self, new).await
     }

@@ -95,6 +95,7 @@ impl Harness {
 
     async fn run(&self, key: &str, input: Value) -> TaskDetail {
         let submit = SubmitTask {
+            notify: None,
             key: key.into(),
             workflow: self.workflow.clone(),
             version: None,

@@ -224,6 +224,40 @@ pub struct SubmitTask {
     /// Added to each step's priority; default 0.
     #[serde(default)]
     pub priority: Option<i32>,
+    /// The task's own status channel: a webhook that gets its messages, written in the
+    /// submission's transaction. Not part of what makes a repeated submission the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<Webhook>,
+}
+
+/// Where a status channel's messages go (Standard Webhooks: each message signed with `secret`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Webhook {
+    /// An `http` or `https` URL. Private, loopback and link-local addresses are refused at
+    /// delivery unless the server's outbound allow-list opens them.
+    pub url: String,
+    /// The signing secret: `whsec_` and the base64 of 24 to 64 random bytes. Never shown again.
+    pub secret: String,
+    /// The message kinds to send (`task.received`, `step.completed`, `step.error`, `task.paused`,
+    /// `task.resumed`, `task.compensating`, `task.completed`, `task.failed`, `task.compensated`,
+    /// `task.cancelled`, `task.terminated`); default all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<String>>,
+}
+
+impl Webhook {
+    /// The store's form, its message kinds checked.
+    pub fn to_target(&self) -> Result<shiftboss_store::WebhookTarget, String> {
+        let kinds = match &self.messages {
+            None => Vec::new(),
+            Some(names) => names
+                .iter()
+                .map(|n| shiftboss_store::MessageKind::parse(n).ok_or_else(|| format!("unknown message kind {n:?}")))
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(shiftboss_store::WebhookTarget { url: self.url.clone(), secret: self.secret.clone(), kinds })
+    }
 }
 
 /// What a submission did.

@@ -97,10 +97,46 @@ pub fn archive(t: &Tx<'_>, p: &Archive) -> Result<ArchiveReport, StoreError> {
         report.steps = steps;
         report.events = events;
     }
+    report.deliveries = archive_deliveries(t, t.now.0 - duration_ms(p.after), p.limit)?;
     if let Some(keep) = p.keep {
         report.purged = purge(t, t.now.0 - duration_ms(keep), p.limit)?;
+        t.tx.prepare_cached(
+            "DELETE FROM deliveries_history WHERE id IN
+                (SELECT id FROM deliveries_history WHERE updated_at < ?1 ORDER BY updated_at LIMIT ?2)",
+        )
+        .and_then(|mut st| st.execute(params![t.now.0 - duration_ms(keep), p.limit]))
+        .map_err(map_err)?;
     }
     Ok(report)
+}
+
+/// Delivered messages older than `before` leave the hot table, like finished tasks (pending and
+/// dead ones stay: they still need a dispatcher or an operator).
+fn archive_deliveries(t: &Tx<'_>, before: i64, limit: u32) -> Result<u64, StoreError> {
+    let ids: Vec<i64> = {
+        let mut st =
+            t.tx.prepare_cached(
+                "SELECT id FROM deliveries INDEXED BY deliveries_delivered
+                  WHERE state = 'delivered' AND updated_at <= ?1 ORDER BY updated_at LIMIT ?2",
+            )
+            .map_err(map_err)?;
+        let rows = st.query_map(params![before, limit], |r| r.get(0)).map_err(map_err)?;
+        rows.collect::<Result<_, _>>().map_err(map_err)?
+    };
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let ids = json!(ids).to_string();
+    let n =
+        t.tx.prepare_cached(
+            "INSERT INTO deliveries_history SELECT * FROM deliveries WHERE id IN (SELECT value FROM json_each(?1))",
+        )
+        .and_then(|mut st| st.execute([&ids]))
+        .map_err(map_err)?;
+    t.tx.prepare_cached("DELETE FROM deliveries WHERE id IN (SELECT value FROM json_each(?1))")
+        .and_then(|mut st| st.execute([&ids]))
+        .map_err(map_err)?;
+    Ok(n as u64)
 }
 
 /// Deletes history of top-level tasks that ended before `before`, children included.
@@ -139,6 +175,9 @@ pub fn restore_tree(t: &Tx<'_>, root: TaskId, actor: &str) -> Result<(), StoreEr
     if ids.is_empty() {
         return Err(StoreError::NotFound { what: "archived task", id: root.to_string() });
     }
+    // The events moved back were messages once already: the outbox trigger lets them pass.
+    t.tx.execute("INSERT INTO outbox_muted (since) VALUES (?1)", [t.now.0]).map_err(map_err)?;
     move_rows(t, &json!(ids).to_string(), false)?;
+    t.tx.execute("DELETE FROM outbox_muted", []).map_err(map_err)?;
     t.event(root, None, ev::TASK_RESTORED, EventLevel::Info, actor, json!({}))
 }

@@ -36,6 +36,9 @@ pub trait Write: Send {
 /// The queue of writes and what running them needs.
 pub struct Writer {
     pub queue: Mutex<VecDeque<Box<dyn Write>>>,
+    /// This process's dispatchers, rung after a commit that wrote deliveries (the outbox trigger
+    /// runs inside the store, so nothing else in the process knows).
+    pub outbox_bells: Mutex<Vec<(u64, shiftboss_store::WakeFn)>>,
 }
 
 /// A write of the store: `f` runs in the transaction, and its result reaches `send`.
@@ -77,7 +80,7 @@ impl<T: Send, F: FnOnce(&Tx<'_>) -> Result<T> + Send> Write for Pending<T, F> {
 
 impl Writer {
     pub fn new() -> Self {
-        Writer { queue: Mutex::new(VecDeque::new()) }
+        Writer { queue: Mutex::new(VecDeque::new()), outbox_bells: Mutex::new(Vec::new()) }
     }
 
     pub fn push(&self, w: Box<dyn Write>) {
@@ -107,12 +110,15 @@ impl Writer {
         // Alone, a write needs no savepoint: a failure rolls the whole transaction back.
         let alone = writes.len() == 1;
         let mut any_ok = false;
+        let mut outbox = false;
         for w in &mut writes {
             if !alone && let Err(e) = savepoint(&tx, "SAVEPOINT shiftboss_write") {
                 return writes.into_iter().for_each(|w| w.finish(Err(e.clone())));
             }
-            let ok = w.run(&Tx::new(&tx, now(), defs));
+            let t = Tx::new(&tx, now(), defs);
+            let ok = w.run(&t);
             any_ok |= ok;
+            outbox |= ok && t.outbox.get();
             if alone {
                 continue;
             }
@@ -138,6 +144,11 @@ impl Writer {
         let committed = tx.commit().map_err(map_err);
         if committed.is_ok() {
             fault::reached(fault::FaultPoint::AfterCommit);
+            if outbox {
+                for (_, ring) in self.outbox_bells.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                    ring();
+                }
+            }
         }
         for w in writes {
             w.finish(committed.clone());

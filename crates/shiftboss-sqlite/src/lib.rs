@@ -31,6 +31,7 @@ mod submit;
 mod tokens;
 mod tx;
 mod wake;
+mod webhooks;
 mod workers;
 mod writes;
 
@@ -425,5 +426,64 @@ impl Store for SqliteStore {
     async fn task_keys(&self, ids: Vec<TaskId>) -> Result<Vec<(TaskId, String)>> {
         check_task_keys(&ids)?;
         self.read(move |c| workers::task_keys(c, &ids)).await
+    }
+
+    async fn create_subscription(&self, p: NewSubscription) -> Result<SubscriptionRecord> {
+        p.validate()?;
+        self.write(move |t| webhooks::create(t, &p)).await
+    }
+
+    async fn list_subscriptions(&self) -> Result<Vec<SubscriptionRecord>> {
+        self.read(webhooks::list).await
+    }
+
+    async fn get_subscription(&self, id: i64) -> Result<Option<SubscriptionRecord>> {
+        self.read(move |c| webhooks::get(c, id)).await
+    }
+
+    async fn set_subscription_state(&self, p: SetSubscriptionState) -> Result<SubscriptionRecord> {
+        self.write(move |t| webhooks::set_state(t, &p)).await
+    }
+
+    async fn delete_subscription(&self, id: i64) -> Result<bool> {
+        self.write(move |t| webhooks::delete(t, id)).await
+    }
+
+    async fn claim_deliveries(&self, p: ClaimDeliveries) -> Result<ClaimedDeliveries> {
+        self.write(move |t| webhooks::claim(t, &p)).await
+    }
+
+    async fn record_deliveries(&self, outcomes: Vec<DeliveryOutcome>) -> Result<Vec<bool>> {
+        if outcomes.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.write(move |t| webhooks::record(t, &outcomes)).await
+    }
+
+    async fn list_deliveries(&self, q: DeliveryQuery) -> Result<Vec<DeliveryRecord>> {
+        self.read(move |c| webhooks::list_deliveries(c, &q)).await
+    }
+
+    async fn get_delivery(&self, id: i64) -> Result<Option<DeliveryRecord>> {
+        self.read(move |c| webhooks::get_delivery(c, id)).await
+    }
+
+    async fn redeliver(&self, p: Redeliver) -> Result<RedeliverReport> {
+        p.validate()?;
+        self.write(move |t| webhooks::redeliver(t, &p)).await
+    }
+
+    /// This process's commits ring through the writer; other processes' through the file's wake.
+    fn subscribe_deliveries(&self, wake: WakeFn) -> Subscription {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.writer.outbox_bells.lock().unwrap_or_else(|p| p.into_inner()).push((id, wake.clone()));
+        struct Unring(Arc<Inner>, u64, #[allow(dead_code)] Subscription);
+        impl Drop for Unring {
+            fn drop(&mut self) {
+                self.0.writer.outbox_bells.lock().unwrap_or_else(|p| p.into_inner()).retain(|(i, _)| *i != self.1);
+            }
+        }
+        Subscription::new(Unring(self.inner.clone(), id, wake::subscribe(&self.inner.path, wake)))
     }
 }

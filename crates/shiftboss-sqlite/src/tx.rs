@@ -22,6 +22,9 @@ pub struct Tx<'a> {
     /// Events written by this transaction and not yet inserted: `flush_events` inserts them in
     /// order, many rows per statement, before the commit (and before anything reads events).
     events: RefCell<Vec<NewEvent>>,
+    /// Set when flushing events made the outbox trigger write deliveries: the store rings this
+    /// process's dispatchers after the commit.
+    pub outbox: std::cell::Cell<bool>,
 }
 
 /// An event waiting for `flush_events`.
@@ -42,7 +45,7 @@ const EVENT_COLUMNS: usize = 7;
 
 impl<'a> Tx<'a> {
     pub fn new(tx: &'a Transaction<'a>, now: Timestamp, defs: &'a DefCache) -> Tx<'a> {
-        Tx { tx, now, defs, events: RefCell::new(Vec::new()) }
+        Tx { tx, now, defs, events: RefCell::new(Vec::new()), outbox: std::cell::Cell::new(false) }
     }
 }
 
@@ -103,6 +106,11 @@ impl Tx<'_> {
     /// transaction calls it first.
     pub fn flush_events(&self) -> Result<(), StoreError> {
         let events = std::mem::take(&mut *self.events.borrow_mut());
+        if events.is_empty() {
+            return Ok(());
+        }
+        // Rows the statements changed beyond the events themselves are the outbox trigger's.
+        let before = self.tx.total_changes();
         let mut rest = &events[..];
         while !rest.is_empty() {
             let rows = EVENT_CHUNKS.into_iter().find(|&n| n <= rest.len()).unwrap_or(1);
@@ -120,6 +128,9 @@ impl Tx<'_> {
             }
             st.raw_execute().map_err(map_err)?;
             rest = after;
+        }
+        if self.tx.total_changes() - before > events.len() as u64 {
+            self.outbox.set(true);
         }
         Ok(())
     }

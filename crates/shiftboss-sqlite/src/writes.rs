@@ -246,6 +246,14 @@ impl WriteTx for Tx<'_> {
         Ok((inserted == 1).then(|| TaskId(self.tx.last_insert_rowid())))
     }
 
+    async fn insert_task_subscription(
+        &self,
+        task: TaskId,
+        target: &shiftboss_store::WebhookTarget,
+    ) -> Result<(), StoreError> {
+        crate::webhooks::insert(self, target, Some(task), None, None).map(|_| ())
+    }
+
     /// One writer at a time: a key looked up here stays as it is until the insert.
     async fn insert_submitted(&self, new: &[NewTask<'_>]) -> Result<Vec<Keyed>, StoreError> {
         let mut out = Vec::with_capacity(new.len());

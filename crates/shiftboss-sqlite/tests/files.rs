@@ -35,6 +35,7 @@ fn workflow() -> WorkflowDef {
 
 fn submit(key: &str) -> SubmitTask {
     SubmitTask {
+        notify: None,
         key: key.into(),
         workflow: "order".into(),
         version: None,
@@ -220,13 +221,30 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, shiftboss_sqlite::SCHEMA_VERSION);
-    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 13);
+    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 14);
     // Migration 11: API tokens, empty on an upgraded file.
     let tokens: i64 = c.query_row("SELECT count(*) FROM api_tokens", [], |r| r.get(0)).unwrap();
     assert_eq!(tokens, 0);
     // Migration 13: the remote worker registry, empty too.
     let workers: i64 = c.query_row("SELECT count(*) FROM agent_workers", [], |r| r.get(0)).unwrap();
     assert_eq!(workers, 0);
+    // Migration 14: status channels, and the outbox trigger on events.
+    let outbox: i64 = c
+        .query_row(
+            "SELECT count(*) FROM subscriptions, deliveries, sqlite_master WHERE name = 'events_outbox_task'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(outbox, 0, "the tables are there and empty");
+    let trigger: i64 = c
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'events_outbox_task'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(trigger, 1);
     // Migration 5: events are indexed by kind only for the rare kinds the summary counts.
     let indexes: Vec<String> = c
         .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' ORDER BY name")
@@ -280,6 +298,7 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     let submitted = shiftboss_store::Store::submit_task(
         &store,
         shiftboss_store::SubmitTask {
+            notify: None,
             key: "new".into(),
             workflow: "w".into(),
             version: None,

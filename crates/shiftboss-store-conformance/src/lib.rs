@@ -202,6 +202,12 @@ macro_rules! conformance_suite {
                 a_live_name_is_taken_and_a_revoked_one_is_free,
                 bad_tokens_are_invalid_input_and_change_nothing,
             }
+            webhooks {
+                a_task_subscription_gets_every_message_in_order_with_its_content,
+                standing_subscriptions_filter_by_workflow_and_kind,
+                claims_are_leased_and_fenced_and_outcomes_apply_once,
+                failures_retry_die_and_are_redelivered_and_receivers_are_heard,
+            }
             workers {
                 workers_are_recorded_per_agent_type_and_forgotten_when_unseen,
                 task_keys_name_the_tasks_found,

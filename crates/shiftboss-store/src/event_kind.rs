@@ -49,3 +49,6 @@ pub const STEP_FAILED: &str = "step.failed";
 pub const TASK_ARCHIVED: &str = "task.archived";
 /// A task was brought back from the history tables to run again.
 pub const TASK_RESTORED: &str = "task.restored";
+/// A status-channel delivery was given up (its retry schedule ran out, or the receiver refused it
+/// for good): an alert. The detail names the delivery and its subscription.
+pub const DELIVERY_DEAD: &str = "delivery.dead";

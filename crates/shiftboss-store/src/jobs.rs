@@ -321,4 +321,6 @@ pub struct ArchiveReport {
     pub events: u64,
     /// Tasks deleted from history past `keep`.
     pub purged: u64,
+    /// Delivered status-channel messages moved to history.
+    pub deliveries: u64,
 }

@@ -19,6 +19,7 @@ pub mod params;
 pub mod queues;
 pub mod subscription;
 pub mod tokens;
+pub mod webhooks;
 pub mod workers;
 
 pub use bulk::{BulkCommand, BulkFailure, BulkOperate, BulkReport, MAX_BULK_FAILURES, MAX_BULK_TASKS};
@@ -30,6 +31,7 @@ pub use params::*;
 pub use queues::{AgentQueue, QueueStats};
 pub use subscription::{Subscription, WakeFn};
 pub use tokens::*;
+pub use webhooks::*;
 pub use workers::*;
 
 use async_trait::async_trait;
@@ -230,4 +232,51 @@ pub trait Store: Send + Sync + 'static {
     /// The keys of these live tasks (ids not found are left out), for a claim handed to a worker
     /// outside the process, which names a task by its key too. At most `MAX_WORKERS_SEEN` ids.
     async fn task_keys(&self, ids: Vec<TaskId>) -> Result<Vec<(TaskId, String)>>;
+
+    // Status channels (P18): subscriptions and the outbox of their deliveries, which the store
+    // writes itself beside every message's event (see `webhooks`).
+
+    /// Makes a standing subscription (active).
+    async fn create_subscription(&self, p: NewSubscription) -> Result<SubscriptionRecord>;
+
+    /// Standing subscriptions, oldest first (a task's own are shown with its task).
+    async fn list_subscriptions(&self) -> Result<Vec<SubscriptionRecord>>;
+
+    /// One subscription, standing or a task's own.
+    async fn get_subscription(&self, id: i64) -> Result<Option<SubscriptionRecord>>;
+
+    /// Enables or disables a subscription; `NotFound` when there is none. Enabling clears a
+    /// receiver's pause (429) too.
+    async fn set_subscription_state(&self, p: SetSubscriptionState) -> Result<SubscriptionRecord>;
+
+    /// Deletes a subscription and its undelivered (pending and dead) deliveries; false when there
+    /// was none. Delivered ones stay, for the record.
+    async fn delete_subscription(&self, id: i64) -> Result<bool>;
+
+    /// The dispatcher's claim: due pending deliveries of active, unpaused subscriptions, oldest due
+    /// first, each counted as an attempt and due again after the lease (so a dispatcher that dies
+    /// mid-send loses nothing), each with a new fencing token.
+    async fn claim_deliveries(&self, p: ClaimDeliveries) -> Result<ClaimedDeliveries>;
+
+    /// Records what became of claimed deliveries, each fenced by its token; one bool per outcome,
+    /// false for a stale token (the claim lapsed and the delivery was claimed again, or an
+    /// operator moved it). A dead delivery writes an alert event on its task; a 410 disables the
+    /// subscription; a 429 pauses it.
+    async fn record_deliveries(&self, outcomes: Vec<DeliveryOutcome>) -> Result<Vec<bool>>;
+
+    /// Deliveries matching a query, newest first.
+    async fn list_deliveries(&self, q: DeliveryQuery) -> Result<Vec<DeliveryRecord>>;
+
+    /// One delivery.
+    async fn get_delivery(&self, id: i64) -> Result<Option<DeliveryRecord>>;
+
+    /// Sends deliveries back to pending, due now, attempts reset: the ids given (dead or
+    /// delivered; pending ones are left as they are), or every dead one of a subscription.
+    async fn redeliver(&self, p: Redeliver) -> Result<RedeliverReport>;
+
+    /// Rings `wake` when deliveries may have been written by another process (this process's
+    /// writes ring the engine's own bell). None by default: the dispatcher polls.
+    fn subscribe_deliveries(&self, _wake: WakeFn) -> Subscription {
+        Subscription::none()
+    }
 }

@@ -28,6 +28,8 @@ pub struct SubmitTask {
     pub priority: i32,
     /// Who submits, for the event log.
     pub actor: String,
+    /// The task's own status channel (P18): a webhook that gets its messages, written with it.
+    pub notify: Option<crate::WebhookTarget>,
 }
 
 /// The longest task key accepted.
@@ -48,6 +50,9 @@ impl SubmitTask {
         let size = serde_json::to_vec(&self.input).map(|v| v.len()).unwrap_or(usize::MAX);
         if size > MAX_INPUT_BYTES {
             return bad(format!("task input is {size} bytes; at most {MAX_INPUT_BYTES}"));
+        }
+        if let Some(n) = &self.notify {
+            n.validate()?;
         }
         Ok(())
     }

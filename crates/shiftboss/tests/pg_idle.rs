@@ -74,6 +74,7 @@ async fn a_sweeps_requeue_wakes_a_sleeping_scheduler_of_another_process() {
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let task = SubmitTask {
+        notify: None,
         key: "t".into(),
         workflow: "w".into(),
         version: None,

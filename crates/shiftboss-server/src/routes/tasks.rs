@@ -43,7 +43,7 @@ async fn submit_task(
     Json(req): Json<wire::SubmitTask>,
 ) -> Result<Response, ApiError> {
     let key = req.key.clone();
-    let s = state.submit(to_store(req, &principal)).await?;
+    let s = state.submit(to_store(req, &principal)?).await?;
     let status = if s.created { StatusCode::CREATED } else { StatusCode::OK };
     let location = format!("/v1/tasks/{}", s.task_id);
     let body = Submitted { id: s.task_id.to_string(), key, created: s.created };
@@ -181,7 +181,7 @@ async fn submit_batch(
         return Err(ApiError::invalid(format!("tasks: give 1 to {} tasks", limits::MAX_BATCH)));
     }
     let keys: Vec<String> = b.tasks.iter().map(|t| t.key.clone()).collect();
-    let tasks = b.tasks.into_iter().map(|t| to_store(t, &principal)).collect();
+    let tasks = b.tasks.into_iter().map(|t| to_store(t, &principal)).collect::<Result<_, _>>()?;
     let done = state.submit_many(tasks).await?;
     let items = done
         .into_iter()
@@ -191,15 +191,22 @@ async fn submit_batch(
     Ok((StatusCode::CREATED, Json(BatchSubmitted { items })).into_response())
 }
 
-fn to_store(t: wire::SubmitTask, principal: &Principal) -> shiftboss_store::SubmitTask {
-    shiftboss_store::SubmitTask {
+fn to_store(t: wire::SubmitTask, principal: &Principal) -> Result<shiftboss_store::SubmitTask, ApiError> {
+    let notify = t
+        .notify
+        .as_ref()
+        .map(wire::Webhook::to_target)
+        .transpose()
+        .map_err(|m| ApiError::invalid(format!("notify: {m}")))?;
+    Ok(shiftboss_store::SubmitTask {
         key: t.key,
         workflow: t.workflow,
         version: t.version,
         input: t.input.unwrap_or_else(|| serde_json::json!({})),
         priority: t.priority.unwrap_or(0),
         actor: principal.name.clone(),
-    }
+        notify,
+    })
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

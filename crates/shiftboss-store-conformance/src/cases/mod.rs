@@ -27,4 +27,5 @@ pub mod resubmit;
 pub mod submit;
 pub mod submit_batch;
 pub mod tokens;
+pub mod webhooks;
 pub mod workers;

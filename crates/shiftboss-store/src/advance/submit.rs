@@ -137,6 +137,9 @@ async fn start<T: WriteTx>(
     task_id: shiftboss_core::TaskId,
     version: u32,
 ) -> Result<(), StoreError> {
+    if let Some(target) = &p.notify {
+        t.insert_task_subscription(task_id, target).await?;
+    }
     let detail = json!({"key": p.key, "workflow": p.workflow, "version": version});
     t.event(task_id, None, ev::TASK_RECEIVED, EventLevel::Info, &p.actor, detail).await?;
     let row = TaskRow {

@@ -124,6 +124,10 @@ pub trait WriteTx {
     /// ran (its task purged from history) is `Unavailable`: the caller may try again.
     async fn insert_submitted(&self, new: &[NewTask<'_>]) -> Result<Vec<Keyed>>;
 
+    /// A task's own status-channel subscription, written with its submission: the outbox trigger
+    /// then writes a delivery for each of its messages, its first (`task.received`) included.
+    async fn insert_task_subscription(&self, task: TaskId, target: &crate::WebhookTarget) -> Result<()>;
+
     /// Sets a task's state, and its output when one is given.
     async fn set_task_state(&self, task: TaskId, state: TaskState, output: Option<&Value>) -> Result<()>;
 

@@ -185,6 +185,7 @@ async fn submit_and_wait(
         for n in 1..=orders {
             let (key, input) = workflow::order_input(n);
             let task = SubmitTask {
+                notify: None,
                 key,
                 workflow: "order".into(),
                 version: Some(version),

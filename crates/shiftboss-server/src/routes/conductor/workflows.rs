@@ -68,6 +68,7 @@ pub async fn start(
         input: r.input.unwrap_or_else(|| json!({})),
         priority: r.priority.unwrap_or(0),
         actor: principal.name,
+        notify: None,
     };
     let s = state.submit(task).await?;
     Ok(text(s.task_id.to_string()))
@@ -106,6 +107,7 @@ pub async fn start_by_name(
         input,
         priority: q.priority.unwrap_or(0),
         actor: principal.name,
+        notify: None,
     };
     let s = state.submit(task).await?;
     Ok(text(s.task_id.to_string()))

@@ -1,0 +1,300 @@
+//! Subscriptions and deliveries (issue 18): the same rules as the SQLite store's `webhooks.rs`.
+//! The deliveries themselves are written by the `events_outbox` trigger (migration 11), in the
+//! transaction of each message's event.
+
+use crate::error::bad_column;
+use crate::rows::get;
+use crate::tx::{Conn, Tx};
+use serde_json::json;
+use shiftboss_core::model::EventLevel;
+use shiftboss_core::time::duration_ms;
+use shiftboss_core::{TaskId, Timestamp};
+use shiftboss_store::webhooks::{kinds_column, kinds_from_column};
+use shiftboss_store::*;
+use tokio_postgres::Row;
+
+const SUBSCRIPTION_COLUMNS: &str =
+    "id, url, task_id, workflow, kinds, state, disabled_reason, paused_until, description, created_at, updated_at";
+
+fn subscription(r: &Row) -> Result<SubscriptionRecord, StoreError> {
+    let state: String = get(r, 5)?;
+    let paused: i64 = get(r, 7)?;
+    Ok(SubscriptionRecord {
+        id: get(r, 0)?,
+        url: get(r, 1)?,
+        task_id: get::<Option<i64>>(r, 2)?.map(TaskId),
+        workflow: get(r, 3)?,
+        kinds: kinds_from_column(get(r, 4)?),
+        state: SubscriptionState::parse(&state).ok_or_else(|| bad_column("subscriptions.state", state))?,
+        disabled_reason: get(r, 6)?,
+        paused_until: (paused > 0).then_some(Timestamp(paused)),
+        description: get(r, 8)?,
+        created_at: Timestamp(get(r, 9)?),
+        updated_at: Timestamp(get(r, 10)?),
+    })
+}
+
+const DELIVERY_COLUMNS: &str = "id, subscription_id, task_id, seq, event_id, kind, at, task_key, workflow, version, \
+     task_state, step, output, error, state, attempts, due_at, last_status, last_error, delivered_at, created_at, \
+     updated_at";
+
+fn delivery(r: &Row) -> Result<DeliveryRecord, StoreError> {
+    let kind: String = get(r, 5)?;
+    let state: String = get(r, 14)?;
+    let version: i32 = get(r, 9)?;
+    let attempts: i32 = get(r, 15)?;
+    let status: Option<i32> = get(r, 17)?;
+    Ok(DeliveryRecord {
+        id: get(r, 0)?,
+        subscription_id: get(r, 1)?,
+        task_id: TaskId(get(r, 2)?),
+        seq: get(r, 3)?,
+        event_id: get(r, 4)?,
+        kind: MessageKind::parse(&kind).ok_or_else(|| bad_column("deliveries.kind", kind))?,
+        at: Timestamp(get(r, 6)?),
+        task_key: get(r, 7)?,
+        workflow: get(r, 8)?,
+        version: u32::try_from(version).map_err(|e| bad_column("deliveries.version", e))?,
+        task_state: get(r, 10)?,
+        step: get(r, 11)?,
+        output: get(r, 12)?,
+        error: get(r, 13)?,
+        state: DeliveryState::parse(&state).ok_or_else(|| bad_column("deliveries.state", state))?,
+        attempts: u32::try_from(attempts).map_err(|e| bad_column("deliveries.attempts", e))?,
+        due_at: Timestamp(get(r, 16)?),
+        last_status: status
+            .map(|s| u16::try_from(s).map_err(|e| bad_column("deliveries.last_status", e)))
+            .transpose()?,
+        last_error: get(r, 18)?,
+        delivered_at: get::<Option<i64>>(r, 19)?.map(Timestamp),
+        created_at: Timestamp(get(r, 20)?),
+        updated_at: Timestamp(get(r, 21)?),
+    })
+}
+
+/// Inserts a subscription: a standing one, or (with `task`) a task's own, in its submission's
+/// transaction.
+pub async fn insert(
+    t: &Tx<'_>,
+    target: &WebhookTarget,
+    task: Option<TaskId>,
+    workflow: Option<&str>,
+    description: Option<&str>,
+) -> Result<i64, StoreError> {
+    let kinds = kinds_column(&target.kinds);
+    let row = t
+        .query_one(
+            "INSERT INTO subscriptions (url, secret, task_id, workflow, kinds, state, description, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $7) RETURNING id",
+            &[&target.url, &target.secret, &task.map(|t| t.0), &workflow, &kinds, &description, &t.now.0],
+        )
+        .await?;
+    get(&row, 0)
+}
+
+pub async fn create(t: &Tx<'_>, p: &NewSubscription) -> Result<SubscriptionRecord, StoreError> {
+    let id = insert(t, &p.target, None, p.workflow.as_deref(), p.description.as_deref()).await?;
+    get_one(**t, id).await?.ok_or_else(|| StoreError::Backend("a subscription just written is gone".into()))
+}
+
+pub async fn list(c: Conn<'_>) -> Result<Vec<SubscriptionRecord>, StoreError> {
+    let sql = format!("SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions WHERE task_id IS NULL ORDER BY id");
+    c.query(&sql, &[]).await?.iter().map(subscription).collect()
+}
+
+pub async fn get_one(c: Conn<'_>, id: i64) -> Result<Option<SubscriptionRecord>, StoreError> {
+    let sql = format!("SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions WHERE id = $1");
+    c.query_opt(&sql, &[&id]).await?.as_ref().map(subscription).transpose()
+}
+
+pub async fn set_state(t: &Tx<'_>, p: &SetSubscriptionState) -> Result<SubscriptionRecord, StoreError> {
+    let reason = match p.state {
+        SubscriptionState::Active => None,
+        SubscriptionState::Disabled => Some(p.reason.clone().unwrap_or_else(|| "disabled by an operator".into())),
+    };
+    let sql = format!(
+        "UPDATE subscriptions SET state = $2, disabled_reason = $3, paused_until = 0, updated_at = $4 WHERE id = $1
+         RETURNING {SUBSCRIPTION_COLUMNS}"
+    );
+    let row = t.query_opt(&sql, &[&p.id, &p.state.as_str(), &reason, &t.now.0]).await?;
+    match row {
+        Some(r) => subscription(&r),
+        None => Err(StoreError::NotFound { what: "subscription", id: p.id.to_string() }),
+    }
+}
+
+pub async fn delete(t: &Tx<'_>, id: i64) -> Result<bool, StoreError> {
+    t.execute("DELETE FROM deliveries WHERE subscription_id = $1 AND state <> 'delivered'", &[&id]).await?;
+    Ok(t.execute("DELETE FROM subscriptions WHERE id = $1", &[&id]).await? > 0)
+}
+
+pub async fn claim(t: &Tx<'_>, p: &ClaimDeliveries) -> Result<ClaimedDeliveries, StoreError> {
+    let now = t.now.0;
+    let lease_end = now.saturating_add(duration_ms(p.lease));
+    let limit = i64::from(p.limit);
+    // MATERIALIZED with SKIP LOCKED: two dispatchers never take one row, and the picked set is
+    // read once (a plain IN (subquery) may run it again and take more than the limit).
+    let sql = format!(
+        "WITH picked AS MATERIALIZED (
+             SELECT d.id FROM deliveries d JOIN subscriptions s ON s.id = d.subscription_id
+              WHERE d.state = 'pending' AND d.due_at <= $1 AND s.state = 'active' AND s.paused_until <= $1
+              ORDER BY d.due_at, d.id LIMIT $3
+                FOR UPDATE OF d SKIP LOCKED
+         ), claimed AS (
+             UPDATE deliveries d SET due_at = $2, lock_token = d.lock_token + 1, attempts = d.attempts + 1, updated_at = $1
+               FROM picked WHERE d.id = picked.id
+             RETURNING d.*
+         )
+         SELECT {}, c.lock_token, s.url, s.secret FROM claimed c JOIN subscriptions s ON s.id = c.subscription_id
+          ORDER BY c.id",
+        DELIVERY_COLUMNS.split(", ").map(|c| format!("c.{c}")).collect::<Vec<_>>().join(", ")
+    );
+    let rows = t.query(&sql, &[&now, &lease_end, &limit]).await?;
+    let mut deliveries = Vec::with_capacity(rows.len());
+    for r in &rows {
+        deliveries.push(ClaimedDelivery {
+            delivery: delivery(r)?,
+            token: get(r, 22)?,
+            url: get(r, 23)?,
+            secret: get(r, 24)?,
+        });
+    }
+    let next_due = if deliveries.len() < p.limit as usize {
+        let row = t
+            .query_one(
+                "SELECT min(greatest(d.due_at, s.paused_until)) FROM deliveries d
+                   JOIN subscriptions s ON s.id = d.subscription_id
+                  WHERE d.state = 'pending' AND s.state = 'active'",
+                &[],
+            )
+            .await?;
+        get::<Option<i64>>(&row, 0)?.map(Timestamp)
+    } else {
+        None
+    };
+    Ok(ClaimedDeliveries { deliveries, next_due })
+}
+
+pub async fn record(t: &Tx<'_>, outcomes: &[DeliveryOutcome]) -> Result<Vec<bool>, StoreError> {
+    let now = t.now.0;
+    let mut out = Vec::with_capacity(outcomes.len());
+    for o in outcomes {
+        let (state, due, undo_attempt, status, error, delivered): (
+            &str,
+            i64,
+            i32,
+            Option<u16>,
+            Option<&str>,
+            Option<i64>,
+        ) = match &o.result {
+            DeliveryResult::Delivered { status } => ("delivered", now, 0, Some(*status), None, Some(now)),
+            DeliveryResult::Retry { due_at, status, error } => ("pending", due_at.0, 0, *status, Some(error), None),
+            DeliveryResult::Dead { status, error } => ("dead", now, 0, *status, Some(error), None),
+            DeliveryResult::Gone { status } => {
+                ("pending", now, 1, Some(*status), Some("the receiver answered 410 Gone"), None)
+            }
+            DeliveryResult::Throttled { until, status } => {
+                ("pending", until.0, 1, Some(*status), Some("the receiver asked to slow down"), None)
+            }
+        };
+        let status = status.map(i32::from);
+        let row = t
+            .query_opt(
+                "UPDATE deliveries SET state = $3, due_at = $4, attempts = attempts - $5, last_status = $6,
+                        last_error = coalesce($7, last_error), delivered_at = $8, updated_at = $9
+                  WHERE id = $1 AND lock_token = $2 AND state = 'pending'
+                 RETURNING subscription_id, task_id",
+                &[&o.id, &o.token, &state, &due, &undo_attempt, &status, &error, &delivered, &now],
+            )
+            .await?;
+        let Some(row) = row else {
+            out.push(false);
+            continue;
+        };
+        let subscription: i64 = get(&row, 0)?;
+        let task: i64 = get(&row, 1)?;
+        match &o.result {
+            DeliveryResult::Gone { .. } => {
+                t.execute(
+                    "UPDATE subscriptions SET state = 'disabled', disabled_reason = $2, updated_at = $3
+                      WHERE id = $1 AND state = 'active'",
+                    &[&subscription, &"the receiver answered 410 Gone", &now],
+                )
+                .await?;
+            }
+            DeliveryResult::Throttled { until, .. } => {
+                t.execute(
+                    "UPDATE subscriptions SET paused_until = greatest(paused_until, $2) WHERE id = $1",
+                    &[&subscription, &until.0],
+                )
+                .await?;
+            }
+            DeliveryResult::Dead { status, error } => {
+                let detail = json!({"delivery": o.id, "subscription": subscription, "status": status, "error": error});
+                t.event(TaskId(task), None, event_kind::DELIVERY_DEAD, EventLevel::Alert, "dispatcher", detail).await?;
+            }
+            _ => {}
+        }
+        out.push(true);
+    }
+    Ok(out)
+}
+
+pub async fn list_deliveries(c: Conn<'_>, q: &DeliveryQuery) -> Result<Vec<DeliveryRecord>, StoreError> {
+    let sql = format!(
+        "SELECT {DELIVERY_COLUMNS} FROM deliveries
+          WHERE id < $1 AND ($2::text IS NULL OR state = $2) AND ($3::bigint IS NULL OR subscription_id = $3)
+            AND ($4::bigint IS NULL OR task_id = $4)
+          ORDER BY id DESC LIMIT $5"
+    );
+    let before = q.before.unwrap_or(i64::MAX);
+    let state = q.state.map(|s| s.as_str());
+    let task = q.task.map(|t| t.0);
+    let limit = i64::from(q.limit.min(MAX_DELIVERIES));
+    c.query(&sql, &[&before, &state, &q.subscription, &task, &limit]).await?.iter().map(delivery).collect()
+}
+
+pub async fn get_delivery(c: Conn<'_>, id: i64) -> Result<Option<DeliveryRecord>, StoreError> {
+    let sql = format!(
+        "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE id = $1
+         UNION ALL SELECT {DELIVERY_COLUMNS} FROM deliveries_history WHERE id = $1 LIMIT 1"
+    );
+    c.query_opt(&sql, &[&id]).await?.as_ref().map(delivery).transpose()
+}
+
+pub async fn redeliver(t: &Tx<'_>, p: &Redeliver) -> Result<RedeliverReport, StoreError> {
+    let limit = i64::from(MAX_DELIVERIES);
+    let rows = match p.subscription {
+        Some(sub) => {
+            t.query(
+                "SELECT id FROM deliveries WHERE subscription_id = $1 AND state = 'dead' ORDER BY id LIMIT $2 FOR UPDATE",
+                &[&sub, &limit],
+            )
+            .await?
+        }
+        None => {
+            t.query(
+                "SELECT id FROM deliveries WHERE id = ANY($1) AND state <> 'pending' ORDER BY id FOR UPDATE",
+                &[&p.ids],
+            )
+            .await?
+        }
+    };
+    let ids: Vec<i64> = rows.iter().map(|r| get(r, 0)).collect::<Result<_, _>>()?;
+    if !p.dry_run && !ids.is_empty() {
+        t.execute(
+            "UPDATE deliveries SET state = 'pending', due_at = $2, attempts = 0, lock_token = lock_token + 1,
+                    delivered_at = NULL, updated_at = $2
+              WHERE id = ANY($1)",
+            &[&ids, &t.now.0],
+        )
+        .await?;
+    }
+    Ok(RedeliverReport { ids })
+}
+
+/// The channel the outbox trigger rings: `left('shiftboss_outbox_' || current_schema(), 63)`
+/// (PostgreSQL refuses a longer channel name; `left` counts characters).
+pub fn channel(schema: &str) -> String {
+    format!("shiftboss_outbox_{schema}").chars().take(63).collect()
+}
