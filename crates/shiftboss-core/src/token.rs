@@ -170,11 +170,19 @@ pub const SECRET_PREFIX: &str = "sbt_";
 /// Panics only if the operating system has no random source to read: no secret can be made
 /// safely then, and nothing a caller sends can cause it.
 pub fn mint_secret() -> String {
+    secret_from_bytes(&random_bytes())
+}
+
+/// 32 random bytes from the operating system, for secrets (API tokens, webhook signing keys).
+///
+/// Panics only if the operating system has no random source to read: no secret can be made
+/// safely then, and nothing a caller sends can cause it.
+pub fn random_bytes() -> [u8; 32] {
     let mut bytes = [0u8; 32];
     if let Err(e) = getrandom::fill(&mut bytes) {
-        panic!("the operating system's random source failed ({e}); no token secret can be made");
+        panic!("the operating system's random source failed ({e}); no secret can be made");
     }
-    secret_from_bytes(&bytes)
+    bytes
 }
 
 /// The secret made of these bytes: [`SECRET_PREFIX`] and their hex.

@@ -11,11 +11,13 @@ pub struct Roles {
     pub scheduler: bool,
     /// Stand for the leader lease; as leader, sweep lapsed leases, reconcile and archive.
     pub supervisor: bool,
+    /// Send the status channels' deliveries (webhooks); any number of processes may.
+    pub dispatcher: bool,
 }
 
 impl Default for Roles {
     fn default() -> Self {
-        Roles { scheduler: true, supervisor: true }
+        Roles { scheduler: true, supervisor: true, dispatcher: true }
     }
 }
 
@@ -202,6 +204,8 @@ pub struct EngineConfig {
     pub supervisor: SupervisorConfig,
     /// How concurrent single submissions are grouped into transactions.
     pub submit: crate::group_commit::SubmitConfig,
+    /// The status channels' dispatcher, used when it runs the dispatcher.
+    pub webhooks: crate::dispatcher::DispatchConfig,
 }
 
 impl EngineConfig {
@@ -234,6 +238,6 @@ impl EngineConfig {
         if v.leader_ttl < v.interval * 2 {
             return Err("the leader lease must live at least two supervisor intervals".into());
         }
-        Ok(())
+        self.webhooks.validate()
     }
 }

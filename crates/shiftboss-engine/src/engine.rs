@@ -55,9 +55,17 @@ pub struct EngineBuilder {
     config: EngineConfig,
     client: ClientConfig,
     remote: Vec<String>,
+    outbound: Option<crate::outbound::Outbound>,
 }
 
 impl EngineBuilder {
+    /// The client the dispatcher sends webhooks with (its SSRF guard and allow-list, TLS). By
+    /// default one that refuses every private, loopback and link-local address.
+    pub fn outbound(mut self, outbound: crate::outbound::Outbound) -> Self {
+        self.outbound = Some(outbound);
+        self
+    }
+
     /// An agent type served by remote workers over the API (issue 17), not in this process:
     /// definitions may name it, and this process's scheduler never claims its steps.
     pub fn remote_agent(mut self, name: impl Into<String>) -> Self {
@@ -142,6 +150,8 @@ impl EngineBuilder {
                 submitter: OnceLock::new(),
                 replier: OnceLock::new(),
                 remote: self.remote,
+                outbound: self.outbound,
+                webhook_counters: Arc::default(),
             }),
         })
     }
@@ -169,6 +179,9 @@ struct Inner {
     replier: OnceLock<GroupCommit<Replies>>,
     /// The agent types remote workers serve (see [`EngineBuilder::remote_agent`]).
     remote: Vec<String>,
+    /// What the dispatcher sends with.
+    outbound: Option<crate::outbound::Outbound>,
+    webhook_counters: Arc<crate::dispatcher::DispatchCounters>,
 }
 
 impl Engine {
@@ -181,6 +194,7 @@ impl Engine {
             config: EngineConfig::default(),
             client: ClientConfig::default(),
             remote: Vec::new(),
+            outbound: None,
         }
     }
 
@@ -353,6 +367,25 @@ impl Engine {
     }
 
     /// Starts this process's roles in the background.
+    /// The status channels' dispatcher of this engine (`start` runs it when the role is on).
+    pub fn dispatcher(&self) -> Result<crate::dispatcher::Dispatcher, crate::outbound::OutboundError> {
+        let outbound = match &self.inner.outbound {
+            Some(o) => o.clone(),
+            None => crate::outbound::Outbound::new(&crate::outbound::OutboundConfig::default())?,
+        };
+        Ok(crate::dispatcher::Dispatcher {
+            store: self.inner.store.clone(),
+            outbound,
+            config: self.inner.config.webhooks.clone(),
+            counters: self.inner.webhook_counters.clone(),
+        })
+    }
+
+    /// What this process's dispatcher has done since it started.
+    pub fn webhook_counters(&self) -> &crate::dispatcher::DispatchCounters {
+        &self.inner.webhook_counters
+    }
+
     pub fn start(&self) -> RunningEngine {
         let (tx, rx) = watch::channel(false);
         let mut tasks = Vec::new();
@@ -372,11 +405,22 @@ impl Engine {
         }
         if roles.supervisor {
             let supervisor = self.supervisor().with_bell(self.inner.supervisor_bell.clone(), notified);
-            tasks.push(tokio::spawn(supervisor.run(rx)));
+            tasks.push(tokio::spawn(supervisor.run(rx.clone())));
+        }
+        if roles.dispatcher {
+            match self.dispatcher() {
+                Ok(d) => tasks.push(tokio::spawn(d.run(rx.clone()))),
+                Err(e) => tracing::error!(error = %e, "webhook dispatcher not started: its HTTP client cannot be made"),
+            }
         }
         let s = &self.inner.config.scheduler;
         // The scheduler's own bounds end within this; the margin lets them act first.
         let bound = s.shutdown_grace + s.shutdown_writes + 3 * crate::scheduler::WIND_UP;
+        let bound = if roles.dispatcher {
+            bound.max(self.inner.config.webhooks.call_timeout + crate::scheduler::WIND_UP)
+        } else {
+            bound
+        };
         RunningEngine { shutdown: tx, tasks, bound, _subscription: subscription }
     }
 }

@@ -12,6 +12,8 @@
 //! - [`scheduler`]: claims due steps, hands them to the runtime, writes replies in batches.
 //! - [`supervisor`]: the leader-only sweep that retries or gives up steps whose lease lapsed.
 //! - [`elector`]: keeps a leader lease for leader-only services.
+//! - [`dispatcher`]: the status channels' webhooks: claims the outbox's deliveries, signs and
+//!   sends them, records what became of each (P18).
 //! - [`group_commit`]: concurrent single submissions and remote replies written a batch at a time.
 //! - [`engine`]: wiring: the builder, submission, start and shutdown.
 //!
@@ -20,6 +22,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod dispatcher;
 pub mod elector;
 pub mod engine;
 pub mod exception;
@@ -35,6 +38,7 @@ pub mod supervisor;
 
 pub use agent::{Agent, AgentCall, AgentError};
 pub use config::{ArchiveConfig, BucketPolicy, EngineConfig, PollMode, Roles, SchedulerConfig, SupervisorConfig};
+pub use dispatcher::DispatchConfig;
 pub use engine::{Engine, EngineBuilder, EngineError, RunningEngine};
 pub use exception::{Exception, ExceptionStrategy, Verdict};
 pub use group_commit::SubmitConfig;

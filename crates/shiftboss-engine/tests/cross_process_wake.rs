@@ -34,7 +34,10 @@ async fn a_job_enqueued_through_another_handle_wakes_an_idle_scheduler() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("wake.db");
     let open = || -> Arc<dyn Store> { Arc::new(SqliteStore::open(&path, &OpenOptions::default()).unwrap()) };
-    let mut config = EngineConfig { roles: Roles { scheduler: true, supervisor: false }, ..EngineConfig::default() };
+    let mut config = EngineConfig {
+        roles: Roles { scheduler: true, supervisor: false, dispatcher: false },
+        ..EngineConfig::default()
+    };
     config.scheduler.poll_interval = POLL;
     let (tx, mut started) = mpsc::unbounded_channel();
     let engine = Engine::builder(open(), InstanceId::new("wake-test").unwrap())

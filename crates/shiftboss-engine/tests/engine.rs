@@ -196,7 +196,7 @@ async fn a_restarted_scheduler_takes_back_its_steps_at_once() {
     // name with a complete-by an hour away.
     let mut wf = workflow(3_600_000);
     wf.name = "order".into();
-    let engine = fx.engine(&svc, "sched-a", Roles { scheduler: true, supervisor: false });
+    let engine = fx.engine(&svc, "sched-a", Roles { scheduler: true, supervisor: false, dispatcher: false });
     engine.register_workflow(&wf).await.unwrap();
     let id = store.submit_task(order("o-1")).await.unwrap().task_id;
     let claimed = store
@@ -269,7 +269,7 @@ async fn an_unknown_agent_or_a_bad_agent_config_is_refused_at_registration() {
 async fn a_scheduler_claims_only_the_agent_types_it_serves() {
     let svc = Service::start(vec![]).await;
     let fx = Fixture::new();
-    let mut config = fast_config(Roles { scheduler: true, supervisor: false });
+    let mut config = fast_config(Roles { scheduler: true, supervisor: false, dispatcher: false });
     config.scheduler.agents = Some(vec!["svc".into()]);
     let engine = Engine::builder(fx.store(), InstanceId::new("s1").unwrap())
         .agent("svc", HttpAgent::for_service(&svc.base, support::loopback()).unwrap())

@@ -209,7 +209,7 @@ async fn two_servers_with_disjoint_buckets_never_run_each_others_jobs() {
 async fn the_archiver_moves_finished_jobs_to_history_and_leaves_live_ones() {
     let fx = Fixture::new();
     let (mail, _rx) = scripted("s", vec![Answer::Ok]);
-    let mut c = config(Roles { scheduler: true, supervisor: false });
+    let mut c = config(Roles { scheduler: true, supervisor: false, dispatcher: false });
     c.supervisor.archive.after = Duration::ZERO;
     let engine =
         Engine::builder(fx.store(), InstanceId::new("s").unwrap()).agent("mail", mail).config(c).build().unwrap();

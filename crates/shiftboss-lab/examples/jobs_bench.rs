@@ -180,7 +180,10 @@ async fn main() {
         }
     };
     let store = backend.open().await;
-    let mut config = EngineConfig { roles: Roles { scheduler: true, supervisor: false }, ..EngineConfig::default() };
+    let mut config = EngineConfig {
+        roles: Roles { scheduler: true, supervisor: false, dispatcher: false },
+        ..EngineConfig::default()
+    };
     config.scheduler.concurrency = 256;
     let engine = Engine::builder(store.clone(), InstanceId::new("bench").unwrap())
         .agent("noop", Noop)

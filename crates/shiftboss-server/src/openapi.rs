@@ -25,6 +25,7 @@ Errors are application/problem+json (RFC 9457) with a stable `code`. Limits: req
         (name = "operator", description = "Operator actions on tasks and steps"),
         (name = "workflows", description = "Workflow definitions"),
         (name = "jobs", description = "Retry jobs"),
+        (name = "subscriptions", description = "Status channels: webhooks signed as Standard Webhooks, from an outbox written with each change (docs/status-channels.md)"),
         (name = "agents", description = "The worker protocol: remote workers poll for steps and answer for them (docs/worker-protocol.md)"),
         (name = "conductor", description = "Conductor's worker, workflow and metadata APIs under /api, for Conductor's SDKs (docs/conductor-api.md); `X-Authorization: <token>` is taken as a bearer token"),
         (name = "health", description = "Health and metrics"),

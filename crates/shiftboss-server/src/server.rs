@@ -59,6 +59,7 @@ pub fn app(engine: Engine, config: ApiConfig) -> Result<(Router, utoipa::openapi
         .merge(routes::bulk::router())
         .merge(routes::workflows::router())
         .merge(routes::jobs::router())
+        .merge(routes::webhooks::router())
         .merge(routes::agents::router())
         .merge(routes::conductor::router())
         .merge(routes::health::router())

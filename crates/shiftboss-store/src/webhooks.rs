@@ -181,7 +181,7 @@ pub fn valid_secret(s: &str) -> bool {
     let Some(b64) = s.strip_prefix(SECRET_PREFIX) else { return false };
     let ok_chars = b64.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'+' || c == b'/' || c == b'=');
     // 24 bytes are 32 base64 characters, 64 bytes 88.
-    ok_chars && b64.len() % 4 == 0 && (32..=88).contains(&b64.len())
+    ok_chars && b64.len().is_multiple_of(4) && (32..=88).contains(&b64.len())
 }
 
 /// A standing subscription, made over the API: every task of a workflow (or of all), these kinds.

@@ -45,6 +45,12 @@
 //!                                  # SQLite, 4 on PostgreSQL; 0: each submission its own transaction)
 //! admin_token_file = "shiftboss-admin.token"  # where the first admin token's secret goes
 //!
+//! [webhooks]                       # status channels: the dispatcher of the outbox's deliveries
+//! concurrency = 32                 # deliveries in flight at once
+//! call_timeout = "15s"             # one attempt, connect to answer
+//! lease = "60s"                    # a claimed delivery is sent again after this if its dispatcher died
+//! retry = { kind = "intervals", intervals = ["5s", "5m", "30m", "2h", "5h", "10h"] }  # then dead, with an alert
+//!
 //! [client]                         # retry jobs: how `jobs enqueue` spreads them (M3, M8)
 //! balance = "weighted"             # "hash" of the key (default), "round-robin" or "weighted"
 //! shares = [{ buckets = "0-127", weight = 2 }, { buckets = "128-255", weight = 1 }]
@@ -106,8 +112,24 @@ pub struct FileConfig {
     pub client: ClientSection,
     #[serde(default)]
     pub outbound: OutboundSection,
+    #[serde(default)]
+    pub webhooks: WebhooksSection,
     #[serde(default, alias = "handlers")]
     pub agents: BTreeMap<String, AgentSection>,
+}
+
+/// The status channels' dispatcher (its calls go out under `[outbound]`'s guard).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhooksSection {
+    pub concurrency: Option<usize>,
+    #[serde(default, with = "serde_duration::option")]
+    pub call_timeout: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub lease: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub idle_poll: Option<Duration>,
+    pub retry: Option<RetryPolicy>,
 }
 
 /// Outbound calls: the SSRF guard's allow-list, TLS, secrets and bounds.
@@ -183,6 +205,8 @@ pub enum Role {
     Supervisor,
     /// The HTTP API (and, with it, the first admin token when the store has none).
     Api,
+    /// The status channels' webhooks: sends the outbox's deliveries.
+    Dispatcher,
 }
 
 #[derive(Debug, Default, Deserialize)]

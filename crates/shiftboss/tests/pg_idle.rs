@@ -59,14 +59,17 @@ async fn a_sweeps_requeue_wakes_a_sleeping_scheduler_of_another_process() {
     let starts = Arc::new(Mutex::new(Vec::new()));
     let scheduler = Engine::builder(store(&url, &schema.name).await, InstanceId::new("sched").unwrap())
         .agent("dies", HangsOnce { starts: starts.clone() })
-        .config(EngineConfig { roles: Roles { scheduler: true, supervisor: false }, ..config.clone() })
+        .config(EngineConfig {
+            roles: Roles { scheduler: true, supervisor: false, dispatcher: false },
+            ..config.clone()
+        })
         .build()
         .unwrap();
     let def = r#"{"name":"w","steps":[{"name":"a","agent":"dies","timeout":"1s"}]}"#;
     scheduler.register_workflow(&WorkflowDef::from_json(def).unwrap()).await.unwrap();
     let supervisor = Engine::builder(store(&url, &schema.name).await, InstanceId::new("sup").unwrap())
         .default_retry(RetryPolicy::Intervals { intervals: vec![Duration::ZERO], max_failures: None })
-        .config(EngineConfig { roles: Roles { scheduler: false, supervisor: true }, ..config })
+        .config(EngineConfig { roles: Roles { scheduler: false, supervisor: true, dispatcher: false }, ..config })
         .build()
         .unwrap();
     let (a, b) = (scheduler.start(), supervisor.start());

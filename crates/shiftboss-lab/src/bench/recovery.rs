@@ -125,7 +125,7 @@ impl Agent for Dies {
 pub async fn victim(db: &DbTarget, a: VictimArgs) -> anyhow::Result<()> {
     let store = db.open(false).await?;
     let mut config = noop::config(1);
-    config.roles = Roles { scheduler: true, supervisor: false };
+    config.roles = Roles { scheduler: true, supervisor: false, dispatcher: false };
     let engine = Engine::builder(store, InstanceId::new(a.instance)?).agent("noop", Dies).config(config).build()?;
     let _running = engine.start();
     tokio::time::sleep(Duration::from_secs(30)).await;

@@ -7,4 +7,5 @@ pub mod conductor;
 pub mod health;
 pub mod jobs;
 pub mod tasks;
+pub mod webhooks;
 pub mod workflows;

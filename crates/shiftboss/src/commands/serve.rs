@@ -23,7 +23,7 @@ pub struct ServeArgs {
     /// another serve process on this host and store runs under it.
     #[arg(long, env = "SHIFTBOSS_INSTANCE_ID")]
     instance_id: Option<String>,
-    /// The roles to run (comma-separated) [default: scheduler,supervisor,api].
+    /// The roles to run (comma-separated) [default: scheduler,supervisor,dispatcher,api].
     #[arg(long, env = "SHIFTBOSS_ROLES", value_delimiter = ',')]
     roles: Option<Vec<Role>>,
     /// Where the HTTP API listens, or "off" [default: 127.0.0.1:8080].
@@ -137,8 +137,11 @@ impl ServeArgs {
         c.submit.writers = file.server.submit_writers;
         let roles = self.roles.clone().or_else(|| file.roles.clone());
         if let Some(roles) = roles {
-            c.roles =
-                Roles { scheduler: roles.contains(&Role::Scheduler), supervisor: roles.contains(&Role::Supervisor) };
+            c.roles = Roles {
+                scheduler: roles.contains(&Role::Scheduler),
+                supervisor: roles.contains(&Role::Supervisor),
+                dispatcher: roles.contains(&Role::Dispatcher),
+            };
         }
         let (s, fs) = (&mut c.scheduler, &file.scheduler);
         if let Some(v) = self.concurrency.or(fs.concurrency) {
@@ -220,6 +223,22 @@ impl ServeArgs {
         if let Some(x) = fa.batch {
             a.batch = x;
         }
+        let (w, fw) = (&mut c.webhooks, &file.webhooks);
+        if let Some(x) = fw.concurrency {
+            w.concurrency = x;
+        }
+        if let Some(x) = fw.call_timeout {
+            w.call_timeout = x;
+        }
+        if let Some(x) = fw.lease {
+            w.lease = x;
+        }
+        if let Some(x) = fw.idle_poll {
+            w.idle_poll = x;
+        }
+        if let Some(x) = &fw.retry {
+            w.retry = x.clone();
+        }
         Ok(c)
     }
 
@@ -268,8 +287,10 @@ impl ServeArgs {
         let config = self.engine_config(file)?;
         let roles_named = self.roles.clone().or_else(|| file.roles.clone()).unwrap_or_else(|| ALL_ROLES.to_vec());
         let listen = self.listen(file, &roles_named)?;
-        if !config.roles.scheduler && !config.roles.supervisor && listen.is_none() {
-            bail!("nothing to run: --roles names no role (scheduler, supervisor, api), or only api with --listen off");
+        if !config.roles.scheduler && !config.roles.supervisor && !config.roles.dispatcher && listen.is_none() {
+            bail!(
+                "nothing to run: --roles names no role (scheduler, supervisor, dispatcher, api), or only api with --listen off"
+            );
         }
         let store = db.open(true).await?;
         // Held until this function returns: no other serve process on this host takes the id
@@ -281,7 +302,10 @@ impl ServeArgs {
         let instance = hold.id.clone();
         let outbound_config = file.outbound(&self.allow_outbound)?;
         let outbound = Outbound::new(&outbound_config).context("[outbound]")?;
-        let mut builder = Engine::builder(store, instance.clone()).agent("http", HttpAgent::new(outbound.clone()));
+        // Webhooks go out through the same guard and allow-list as the HTTP agent's calls.
+        let mut builder = Engine::builder(store, instance.clone())
+            .agent("http", HttpAgent::new(outbound.clone()))
+            .outbound(outbound.clone());
         // Conductor's INLINE, LAMBDA and JSON_JQ_TRANSFORM tasks (and JavaScript switches and loop
         // conditions) import as steps of these two; an agent of the same name below replaces them.
         let jq_worker = WorkerCommand::current_exe(&[shiftboss_scripts::jq::WORKER_SUBCOMMAND])
@@ -332,15 +356,16 @@ impl ServeArgs {
         // Made whole before it is written: stderr is unbuffered, and a line written in pieces
         // can be read half-written by whatever watches for it.
         let announce = format!(
-            "shiftboss serve: instance {instance} on {db}, roles:{}{}{}",
+            "shiftboss serve: instance {instance} on {db}, roles:{}{}{}{}",
             if roles.scheduler { " scheduler" } else { "" },
             if roles.supervisor { " supervisor" } else { "" },
+            if roles.dispatcher { " dispatcher" } else { "" },
             api.as_ref().map(|a| format!(" api (http://{})", a.addr)).unwrap_or_default(),
         );
         eprintln!("{announce}");
         // Listening from before the roles start, so that no signal falls between two listeners.
         let mut signals = Signals::new().context("listening for SIGTERM and SIGINT")?;
-        let running = (roles.scheduler || roles.supervisor).then(|| engine.start());
+        let running = (roles.scheduler || roles.supervisor || roles.dispatcher).then(|| engine.start());
         if self.stop_when_stdin_closes {
             tokio::select! {
                 _ = signals.next() => {}
@@ -423,7 +448,7 @@ const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 /// Where the first admin token's secret goes by default.
 const DEFAULT_ADMIN_TOKEN_FILE: &str = "shiftboss-admin.token";
 /// What serve runs when no role is named.
-const ALL_ROLES: [Role; 3] = [Role::Scheduler, Role::Supervisor, Role::Api];
+const ALL_ROLES: [Role; 4] = [Role::Scheduler, Role::Supervisor, Role::Dispatcher, Role::Api];
 /// How long the API may take to finish the requests in flight once told to stop.
 const API_GRACE: Duration = Duration::from_secs(10);
 

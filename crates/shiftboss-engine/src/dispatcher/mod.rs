@@ -1,0 +1,240 @@
+//! The dispatcher (P18): sends the outbox's deliveries to their subscriptions' webhooks, signed
+//! (Standard Webhooks), at least once, and records what became of each.
+//!
+//! The store writes a delivery in the transaction of each message's event (see
+//! `shiftboss_store::webhooks`); the dispatcher claims due deliveries the way a scheduler claims
+//! steps: each claim counts an attempt, makes the row due again after a lease, and bumps a fencing
+//! token, so any number of dispatchers (one per `serve` process) share the outbox without taking
+//! one row twice, and a dispatcher killed mid-send loses nothing: its rows fall due again when the
+//! lease lapses and another (or the same, restarted) sends them. A receiver may therefore see a
+//! message twice (the id in `webhook-id` is the same); it never misses one.
+//!
+//! Every call goes out through [`Outbound`]: the SSRF guard refuses private, loopback and
+//! link-local targets unless the allow-list opens them. A call is bounded by `call_timeout`, so a
+//! receiver that hangs holds one slot for that long and nothing else.
+
+pub mod message;
+pub mod sign;
+pub mod verdict;
+
+use crate::outbound::{Body, Outbound, Request};
+use reqwest::{Method, Url};
+use shiftboss_core::Timestamp;
+use shiftboss_core::retry::RetryPolicy;
+use shiftboss_store::{ClaimDeliveries, ClaimedDelivery, DeliveryOutcome, DeliveryResult, Store, Subscription};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+
+/// The dispatcher's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DispatchConfig {
+    /// Deliveries in flight at once.
+    pub concurrency: usize,
+    /// A claimed delivery is due again after this, should its dispatcher die mid-send; longer
+    /// than `call_timeout`.
+    pub lease: Duration,
+    /// The longest one attempt takes (connect, send, the receiver's answer).
+    pub call_timeout: Duration,
+    /// When to try again after a failed attempt, and when to give up (dead, with an alert). The
+    /// default stretches over about three days, as the big webhook senders' schedules do.
+    pub retry: RetryPolicy,
+    /// The longest the dispatcher sleeps with nothing due: a safety net for a lost ring.
+    pub idle_poll: Duration,
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        let m = |n: u64| Duration::from_secs(60 * n);
+        DispatchConfig {
+            concurrency: 32,
+            lease: Duration::from_secs(60),
+            call_timeout: Duration::from_secs(15),
+            retry: RetryPolicy::Intervals {
+                // 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h, 14 h, 20 h, 24 h: about 3.6 days in all.
+                intervals: vec![
+                    Duration::from_secs(5),
+                    m(5),
+                    m(30),
+                    m(120),
+                    m(300),
+                    m(600),
+                    m(600),
+                    m(840),
+                    m(1200),
+                    m(1440),
+                ],
+                max_failures: None,
+            },
+            idle_poll: Duration::from_secs(5),
+        }
+    }
+}
+
+impl DispatchConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.concurrency == 0 || self.idle_poll.is_zero() || self.call_timeout.is_zero() {
+            return Err("webhook concurrency, idle poll and call timeout must be more than 0".into());
+        }
+        if self.lease <= self.call_timeout {
+            return Err("the webhook claim lease must be longer than the call timeout".into());
+        }
+        self.retry.validate().map_err(|e| format!("webhook retry policy: {e}"))
+    }
+}
+
+/// What the dispatcher did, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct DispatchCounters {
+    pub delivered: AtomicU64,
+    pub failed: AtomicU64,
+    pub dead: AtomicU64,
+    pub throttled: AtomicU64,
+    pub gone: AtomicU64,
+}
+
+pub struct Dispatcher {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) outbound: Outbound,
+    pub(crate) config: DispatchConfig,
+    pub(crate) counters: Arc<DispatchCounters>,
+}
+
+impl Dispatcher {
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        let bell = Arc::new(Notify::new());
+        let ring = bell.clone();
+        let _subscription: Subscription = self.store.subscribe_deliveries(Arc::new(move || ring.notify_one()));
+        let mut inflight: JoinSet<DeliveryOutcome> = JoinSet::new();
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            let free = self.config.concurrency.saturating_sub(inflight.len());
+            let mut wait = self.config.idle_poll;
+            if free > 0 {
+                let p = ClaimDeliveries { limit: free as u32, lease: self.config.lease };
+                match tokio::select! {
+                    r = self.store.claim_deliveries(p) => Some(r),
+                    _ = shutdown.changed() => None,
+                } {
+                    None => break,
+                    Some(Ok(claimed)) => {
+                        backoff = Duration::from_millis(100);
+                        let full = claimed.deliveries.len() == free;
+                        for d in claimed.deliveries {
+                            let (outbound, timeout) = (self.outbound.clone(), self.config.call_timeout);
+                            let policy = self.config.retry.clone();
+                            inflight.spawn(async move { attempt(&outbound, d, timeout, &policy).await });
+                        }
+                        if full {
+                            // More may be due: claim again as soon as a slot frees.
+                            wait = Duration::ZERO;
+                        } else if let Some(next) = claimed.next_due {
+                            wait = until(next).min(self.config.idle_poll);
+                        }
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, "webhook dispatcher: claiming deliveries failed; trying again");
+                        wait = backoff;
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                    }
+                }
+            }
+            // Sleep until a delivery ends, a ring, the next due time or shutdown.
+            let ended = tokio::select! {
+                Some(done) = inflight.join_next(), if !inflight.is_empty() => Some(done),
+                _ = bell.notified() => None,
+                _ = tokio::time::sleep(wait) => None,
+                _ = shutdown.changed() => None,
+            };
+            if let Some(first) = ended {
+                let mut done = vec![first];
+                while let Some(more) = inflight.try_join_next() {
+                    done.push(more);
+                }
+                self.record(done.into_iter().filter_map(Result::ok).collect()).await;
+            }
+        }
+        // What is in flight gets the rest of its call timeout; what is not recorded is sent again
+        // after its lease.
+        let drain = async {
+            let mut done = Vec::new();
+            while let Some(d) = inflight.join_next().await {
+                done.extend(d.ok());
+            }
+            self.record(done).await;
+        };
+        let _ = tokio::time::timeout(self.config.call_timeout + Duration::from_secs(1), drain).await;
+    }
+
+    /// Records outcomes, a few tries at most: an outcome not recorded only means the delivery is
+    /// sent again after its lease.
+    async fn record(&self, outcomes: Vec<DeliveryOutcome>) {
+        if outcomes.is_empty() {
+            return;
+        }
+        for o in &outcomes {
+            let c = &self.counters;
+            let n = match o.result {
+                DeliveryResult::Delivered { .. } => &c.delivered,
+                DeliveryResult::Retry { .. } => &c.failed,
+                DeliveryResult::Dead { .. } => &c.dead,
+                DeliveryResult::Throttled { .. } => &c.throttled,
+                DeliveryResult::Gone { .. } => &c.gone,
+            };
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+        for pause in [100, 500, 2000] {
+            match self.store.record_deliveries(outcomes.clone()).await {
+                Ok(_) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, "webhook dispatcher: recording outcomes failed");
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
+                }
+            }
+        }
+    }
+}
+
+/// How long until a store time, by this host's clock (never less than zero).
+fn until(t: Timestamp) -> Duration {
+    t.to_system().duration_since(SystemTime::now()).unwrap_or_default()
+}
+
+/// One attempt: the message signed and sent, and the verdict on the answer.
+async fn attempt(outbound: &Outbound, c: ClaimedDelivery, timeout: Duration, policy: &RetryPolicy) -> DeliveryOutcome {
+    let d = &c.delivery;
+    let id = message::message_id(d);
+    let body = message::body(d);
+    let now = Timestamp::from_system(SystemTime::now());
+    let stamp = now.0 / 1000;
+    let result = match (Url::parse(&c.url), sign::signature(&c.secret, &id, stamp, &body)) {
+        (Err(e), _) => {
+            DeliveryResult::Dead { status: None, error: format!("the subscription's url does not parse: {e}") }
+        }
+        (_, Err(e)) => DeliveryResult::Dead { status: None, error: e.to_string() },
+        (Ok(url), Ok(signature)) => {
+            let mut req = Request::new(Method::POST, url);
+            req.plain_headers = vec![
+                ("webhook-id".into(), id),
+                ("webhook-timestamp".into(), stamp.to_string()),
+                ("webhook-signature".into(), signature),
+                ("user-agent".into(), concat!("shiftboss/", env!("CARGO_PKG_VERSION")).into()),
+            ];
+            // The bytes that were signed, exactly.
+            let text = String::from_utf8(body).unwrap_or_default();
+            req.body = Body::Text { content_type: "application/json".into(), text };
+            req.timeout = Some(timeout);
+            let answer = outbound.call(req).await;
+            if let Err(e) = &answer {
+                tracing::debug!(delivery = d.id, error = %e, "webhook delivery failed");
+            }
+            verdict::verdict(&answer, d.attempts, policy, Timestamp::from_system(SystemTime::now()))
+        }
+    };
+    DeliveryOutcome { id: d.id, token: c.token, result }
+}
