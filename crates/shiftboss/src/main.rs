@@ -73,6 +73,12 @@ enum Command {
     /// Retry jobs: enqueue, list, show, search history, resubmit.
     #[command(subcommand)]
     Jobs(commands::jobs::JobsCommand),
+    /// Status channels: standing webhook subscriptions (create, list).
+    #[command(subcommand)]
+    Subscriptions(commands::webhooks::SubscriptionsCommand),
+    /// Status channels: the outbox's deliveries (list; redeliver dead ones).
+    #[command(subcommand)]
+    Deliveries(commands::webhooks::DeliveriesCommand),
     /// API tokens for the HTTP API: create (the secret is shown once), list, revoke. On the store
     /// only (--db), never through --server: a token is what reaches the API in the first place.
     #[command(subcommand)]
@@ -99,6 +105,8 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         Command::Tasks(c) => c.run(&direct()).await.map(|()| true),
         Command::Steps(c) => c.run(&direct()).await.map(|()| true),
         Command::Jobs(c) => c.run(&direct()).await.map(|()| true),
+        Command::Subscriptions(c) => c.run(&direct()).await.map(|()| true),
+        Command::Deliveries(c) => c.run(&direct()).await.map(|()| true),
         Command::Tokens(c) => c.run(&db).await.map(|()| true),
     }
 }
@@ -121,6 +129,8 @@ async fn run_remote(cli: Cli, url: &str) -> anyhow::Result<bool> {
         Command::Tasks(c) => c.run(&api()?).await.map(|()| true),
         Command::Steps(c) => c.run(&api()?).await.map(|()| true),
         Command::Jobs(c) => c.run(&api()?).await.map(|()| true),
+        Command::Subscriptions(c) => c.run(&api()?).await.map(|()| true),
+        Command::Deliveries(c) => c.run(&api()?).await.map(|()| true),
         // Tokens are how the API is reached at all: they are made on the store, by its admin.
         Command::Tokens(_) => bail!("`shiftboss tokens` works on the store only: use --db, not --server"),
         Command::Demo(_) => bail!("`shiftboss demo` works on the store only: use --db, not --server"),

@@ -267,6 +267,23 @@ async fn dead_messages_alert_and_are_redelivered_and_410_disables(db: String, lo
     let events = t["events"].as_array().unwrap();
     assert!(events.iter().any(|e| e["kind"] == "delivery.dead" && e["level"] == "alert"), "{t}");
 
+    // The CLI reads the same, through the server and on the store.
+    let dead_id = dead[0]["id"].as_str().unwrap();
+    let cli = |args: &[&str]| {
+        let out = common::bin().args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let listed = cli(&["--server", &api.base, "--token", &api.token, "deliveries", "list", "--state", "dead"]);
+    assert!(
+        listed.lines().any(|l| l.starts_with(dead_id) && l.contains("task.received") && l.contains("dead")),
+        "{listed}"
+    );
+    let dry = cli(&["--db", &db, "deliveries", "redeliver", "--subscription", &closed_sub, "--dry-run"]);
+    assert_eq!(dry.trim(), format!("1 deliveries would be sent again: {dead_id}"));
+    let subs = cli(&["--db", &db, "subscriptions", "list"]);
+    assert!(subs.contains(&format!("127.0.0.1:{closed}/x")) && !subs.contains("whsec_"), "{subs}");
+
     // The receiver comes up; a dry run says what would go, then it goes.
     let _rx = Receiver::start(closed, &logs.join("late.jsonl"), &[]);
     let (s, dry) = api.post("/v1/deliveries/redeliver", json!({"subscription": closed_sub, "dry_run": true})).await;

@@ -223,6 +223,15 @@ pub struct Redelivered {
     pub dry_run: bool,
 }
 
+/// The store's form of a subscription to make, and its secret (a new random one when none is
+/// given); the message kinds checked. The CLI's store path uses it too.
+pub fn new_subscription(b: NewSubscriptionBody) -> Result<(NewSubscription, String), String> {
+    let secret = b.secret.unwrap_or_else(shiftboss_engine::dispatcher::sign::new_secret);
+    let hook = wire::Webhook { url: b.url, secret: secret.clone(), messages: b.messages };
+    let target = hook.to_target()?;
+    Ok((NewSubscription { target, workflow: b.workflow, description: b.description }, secret))
+}
+
 fn id_of(what: &'static str, s: &str) -> Result<i64, ApiError> {
     s.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| ApiError::not_found(format!("no {what} {s}")))
 }
@@ -240,10 +249,7 @@ async fn create_subscription(
     State(state): State<AppState>,
     Json(b): Json<NewSubscriptionBody>,
 ) -> Result<(StatusCode, Json<CreatedSubscription>), ApiError> {
-    let secret = b.secret.unwrap_or_else(shiftboss_engine::dispatcher::sign::new_secret);
-    let hook = wire::Webhook { url: b.url, secret: secret.clone(), messages: b.messages };
-    let target = hook.to_target().map_err(ApiError::invalid)?;
-    let p = NewSubscription { target, workflow: b.workflow, description: b.description };
+    let (p, secret) = new_subscription(b).map_err(ApiError::invalid)?;
     let s = state.store().create_subscription(p).await?;
     Ok((StatusCode::CREATED, Json(CreatedSubscription { subscription: s.into(), secret })))
 }

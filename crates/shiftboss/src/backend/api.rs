@@ -288,4 +288,55 @@ impl Backend for ApiBackend {
         };
         Ok(self.api.post(&["v1", "jobs", "resubmit"], &[], &body).await?)
     }
+
+    async fn create_subscription(
+        &self,
+        body: shiftboss_server::routes::webhooks::NewSubscriptionBody,
+    ) -> anyhow::Result<shiftboss_server::routes::webhooks::CreatedSubscription> {
+        Ok(self.api.post(&["v1", "subscriptions"], &[], &body).await?)
+    }
+
+    async fn list_subscriptions(&self) -> anyhow::Result<Vec<shiftboss_server::routes::webhooks::SubscriptionView>> {
+        let list: shiftboss_server::routes::webhooks::SubscriptionList =
+            self.api.get(&["v1", "subscriptions"], &[]).await?;
+        Ok(list.items)
+    }
+
+    async fn list_deliveries(
+        &self,
+        q: shiftboss_store::DeliveryQuery,
+    ) -> anyhow::Result<Vec<shiftboss_server::routes::webhooks::DeliveryView>> {
+        let mut out = Vec::new();
+        let mut before = q.before.map(|b| b.to_string());
+        while out.len() < q.limit as usize {
+            let want = (q.limit as usize - out.len()).min(self.page as usize);
+            let params = query(vec![
+                ("state", q.state.map(|s| s.as_str().to_owned())),
+                ("subscription", q.subscription.map(|s| s.to_string())),
+                ("task", q.task.map(|t| t.to_string())),
+                ("before", before.clone()),
+                ("limit", Some(want.to_string())),
+            ]);
+            let page: shiftboss_server::routes::webhooks::DeliveryPage =
+                self.api.get(&["v1", "deliveries"], &params).await?;
+            out.extend(page.items);
+            match page.next {
+                Some(n) => before = Some(n),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    async fn redeliver(
+        &self,
+        p: shiftboss_store::Redeliver,
+    ) -> anyhow::Result<shiftboss_server::routes::webhooks::Redelivered> {
+        let body = shiftboss_server::routes::webhooks::RedeliverBody {
+            ids: p.ids.iter().map(i64::to_string).collect(),
+            subscription: p.subscription.map(|s| s.to_string()),
+            dry_run: p.dry_run,
+        };
+        Ok(self.api.post(&["v1", "deliveries", "redeliver"], &[], &body).await?)
+    }
 }

@@ -25,8 +25,13 @@ use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_engine::JobOptions;
 use shiftboss_server::routes::bulk::BulkDone;
 use shiftboss_server::routes::jobs::Resubmitted;
+use shiftboss_server::routes::webhooks::{
+    CreatedSubscription, DeliveryView, NewSubscriptionBody, Redelivered, SubscriptionView,
+};
 use shiftboss_server::wire::{Acted, Event, Job, Registered, StepActed, Submitted, Task, TaskView, Workflow};
-use shiftboss_store::{BulkOperate, JobQuery, ListTasks, OperateTask, ResubmitJobs, ResubmitStep, SubmitTask};
+use shiftboss_store::{
+    BulkOperate, DeliveryQuery, JobQuery, ListTasks, OperateTask, Redeliver, ResubmitJobs, ResubmitStep, SubmitTask,
+};
 
 /// What the operator commands need, answered in the API's wire types.
 #[async_trait]
@@ -73,6 +78,14 @@ pub trait Backend: Send + Sync {
     /// that id.
     async fn job(&self, job: &str) -> anyhow::Result<Option<Job>>;
     async fn resubmit_jobs(&self, p: ResubmitJobs) -> anyhow::Result<Resubmitted>;
+
+    /// Makes a standing subscription; the answer holds its secret, shown this once.
+    async fn create_subscription(&self, body: NewSubscriptionBody) -> anyhow::Result<CreatedSubscription>;
+    /// The standing subscriptions, oldest first.
+    async fn list_subscriptions(&self) -> anyhow::Result<Vec<SubscriptionView>>;
+    /// Deliveries, newest first, at most `q.limit` of them.
+    async fn list_deliveries(&self, q: DeliveryQuery) -> anyhow::Result<Vec<DeliveryView>>;
+    async fn redeliver(&self, p: Redeliver) -> anyhow::Result<Redelivered>;
 }
 
 /// The message for `--actor` given with `--server`.

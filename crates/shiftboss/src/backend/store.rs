@@ -176,4 +176,33 @@ impl Backend for StoreBackend {
         let r = self.store(false).await?.resubmit_jobs(p).await?;
         Ok(Resubmitted { matched: r.matched, resubmitted: r.resubmitted, dry_run })
     }
+
+    async fn create_subscription(
+        &self,
+        body: shiftboss_server::routes::webhooks::NewSubscriptionBody,
+    ) -> anyhow::Result<shiftboss_server::routes::webhooks::CreatedSubscription> {
+        let (p, secret) = shiftboss_server::routes::webhooks::new_subscription(body).map_err(anyhow::Error::msg)?;
+        let s = self.store(false).await?.create_subscription(p).await?;
+        Ok(shiftboss_server::routes::webhooks::CreatedSubscription { subscription: s.into(), secret })
+    }
+
+    async fn list_subscriptions(&self) -> anyhow::Result<Vec<shiftboss_server::routes::webhooks::SubscriptionView>> {
+        Ok(self.store(false).await?.list_subscriptions().await?.into_iter().map(Into::into).collect())
+    }
+
+    async fn list_deliveries(
+        &self,
+        q: shiftboss_store::DeliveryQuery,
+    ) -> anyhow::Result<Vec<shiftboss_server::routes::webhooks::DeliveryView>> {
+        Ok(self.store(false).await?.list_deliveries(q).await?.into_iter().map(Into::into).collect())
+    }
+
+    async fn redeliver(
+        &self,
+        p: shiftboss_store::Redeliver,
+    ) -> anyhow::Result<shiftboss_server::routes::webhooks::Redelivered> {
+        let dry_run = p.dry_run;
+        let r = self.store(false).await?.redeliver(p).await?;
+        Ok(shiftboss_server::routes::webhooks::Redelivered { ids: r.ids.iter().map(i64::to_string).collect(), dry_run })
+    }
 }

@@ -9,6 +9,7 @@ pub mod serve;
 pub mod steps;
 pub mod tasks;
 pub mod tokens;
+pub mod webhooks;
 pub mod workflows;
 
 /// Who an operator action is recorded as: `--actor`, else the login name.
