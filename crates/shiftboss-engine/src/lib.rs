@@ -13,6 +13,8 @@
 //! - [`supervisor`]: the leader-only sweep that retries or gives up steps whose lease lapsed.
 //! - [`elector`]: keeps a leader lease for leader-only services.
 //! - [`group_commit`]: concurrent single submissions and remote replies written a batch at a time.
+//! - [`follow`]: reading the event log as it is written: a task's events as a stream, awaiting
+//!   its end.
 //! - [`engine`]: wiring: the builder, submission, start and shutdown.
 //!
 //! Architecture invariant: no SQL and no backend types here; every state change goes through the
@@ -23,6 +25,7 @@ pub mod config;
 pub mod elector;
 pub mod engine;
 pub mod exception;
+pub mod follow;
 pub mod group_commit;
 pub mod http_agent;
 pub mod jobs;

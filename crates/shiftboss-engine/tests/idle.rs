@@ -259,6 +259,11 @@ impl Store for Counting {
         self.count("task_keys");
         self.inner.task_keys(ids).await
     }
+
+    async fn read_events(&self, p: ReadEvents) -> Result<EventsRead> {
+        self.count("read_events");
+        self.inner.read_events(p).await
+    }
 }
 
 /// Fails its first call, then succeeds; records when each call started.

@@ -202,6 +202,10 @@ macro_rules! conformance_suite {
                 a_live_name_is_taken_and_a_revoked_one_is_free,
                 bad_tokens_are_invalid_input_and_change_nothing,
             }
+            stream {
+                every_event_once_in_id_order_with_filters,
+                new_events_follow_and_archived_ones_stay_readable,
+            }
             workers {
                 workers_are_recorded_per_agent_type_and_forgotten_when_unseen,
                 task_keys_name_the_tasks_found,
