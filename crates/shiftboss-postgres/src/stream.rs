@@ -13,7 +13,7 @@
 
 use crate::rows::get;
 use crate::tx::Conn;
-use shiftboss_store::stream::{advance, scan_end};
+use shiftboss_store::stream::{LATEST, advance, scan_end};
 use shiftboss_store::{EventCursor, EventFence, EventsRead, ReadEvents, StoreError, StreamEvent};
 use tokio_postgres::types::ToSql;
 
@@ -25,6 +25,10 @@ pub async fn read_events(c: Conn<'_>, p: &ReadEvents) -> Result<EventsRead, Stor
             .await?,
         0,
     )?;
+    if p.cursor.after == LATEST {
+        // Ids drawn before now that commit later are before the start: left out, as asked.
+        return Ok(EventsRead { events: Vec::new(), cursor: EventCursor::after(drawn), again: false });
+    }
     let mut settled = p.cursor.settled.max(p.cursor.after);
     let mut fence = p.cursor.fence.filter(|f| f.id > settled);
     if drawn > settled {

@@ -5,7 +5,7 @@
 use crate::error::map_err;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params_from_iter};
-use shiftboss_store::stream::{advance, scan_end};
+use shiftboss_store::stream::{LATEST, advance, scan_end};
 use shiftboss_store::{EventCursor, EventsRead, ReadEvents, StoreError, StreamEvent};
 
 /// Runs inside the store's read transaction (one snapshot for the horizon and the rows).
@@ -15,6 +15,9 @@ pub fn read_events(c: &Connection, p: &ReadEvents) -> Result<EventsRead, StoreEr
         .optional()
         .map_err(map_err)?
         .unwrap_or(0);
+    if p.cursor.after == LATEST {
+        return Ok(EventsRead { events: Vec::new(), cursor: EventCursor::after(top), again: false });
+    }
     let after = p.cursor.after;
     let end = scan_end(after, top);
     if end <= after {

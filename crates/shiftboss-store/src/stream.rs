@@ -78,7 +78,16 @@ impl EventCursor {
     pub fn after(id: i64) -> Self {
         EventCursor { after: id.max(0), settled: 0, fence: None }
     }
+
+    /// A cursor for the events written from now on: its first read returns nothing and moves it
+    /// after the highest id handed out so far.
+    pub fn latest() -> Self {
+        EventCursor { after: LATEST, settled: 0, fence: None }
+    }
 }
+
+/// The `after` of [`EventCursor::latest`].
+pub const LATEST: i64 = i64::MAX;
 
 /// A store's note of which ids will be settled once the transactions running when it was taken
 /// have ended: every id up to `id`, once none of the transactions below `horizon` runs

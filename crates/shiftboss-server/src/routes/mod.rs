@@ -6,5 +6,6 @@ pub mod bulk;
 pub mod conductor;
 pub mod health;
 pub mod jobs;
+pub mod stream;
 pub mod tasks;
 pub mod workflows;

@@ -135,6 +135,11 @@ pub async fn new_events_follow_and_archived_ones_stay_readable<F: Fixture>(f: F)
     let seen = *ids(&first).last().expect("a's first events");
     // Nothing new: nothing read again.
     assert!(read_all(&h, EventFilter::default(), seen, 100).await.is_empty());
+    // From now on: the first read moves the cursor after the newest event.
+    let p = ReadEvents { cursor: EventCursor::latest(), filter: EventFilter::default(), limit: 10 };
+    let now = h.store.read_events(p).await.expect("read");
+    assert!(now.events.is_empty() && !now.again);
+    assert_eq!(now.cursor.after, seen, "after the newest event");
     let s = h.claim_one("s").await;
     h.complete("s", &s, json!({})).await;
     let next = read_all(&h, EventFilter::default(), seen, 100).await;
