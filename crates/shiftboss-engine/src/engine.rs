@@ -243,6 +243,16 @@ impl Engine {
         Ok(self.inner.store.register_workflow(def).await?)
     }
 
+    /// The agent types this process's scheduler serves (its in-process agents).
+    pub fn agent_names(&self) -> Vec<String> {
+        self.inner.agents.names()
+    }
+
+    /// Whether this process runs a scheduler that claims its agents' steps.
+    pub fn runs_scheduler(&self) -> bool {
+        self.inner.config.roles.scheduler
+    }
+
     /// The agent types remote workers serve: a remote worker may poll for these alone.
     pub fn remote_agents(&self) -> &[String] {
         &self.inner.remote

@@ -73,7 +73,9 @@ pub fn app(engine: Engine, config: ApiConfig) -> Result<(Router, utoipa::openapi
     let spec = Spec(Arc::new(serde_json::to_string(&doc).unwrap_or_default()));
     let scopes = RouteScopes::from_doc(&serde_json::to_value(&doc).unwrap_or_default()).map_err(ServerError::Scopes)?;
     let limits = &config.limits;
+    // The console's pages check their own session (they are not operations of the document).
     let router = router
+        .merge(crate::console::router())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state((state.clone(), Arc::new(scopes)), auth::authenticate))
         .layer(DefaultBodyLimit::max(limits.body_bytes))
