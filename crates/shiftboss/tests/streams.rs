@@ -73,7 +73,7 @@ impl Reader {
     }
 
     /// Every message until the server ends the stream.
-    async fn to_end(mut self) -> Vec<Message> {
+    async fn until_end(mut self) -> Vec<Message> {
         let mut got = Vec::new();
         while let Some(m) = self.next().await {
             got.push(m);
@@ -144,7 +144,7 @@ async fn streams(db: String, logs: &Path) {
         got.push(first.next().await.expect("the task's first events"));
     }
     drop(first);
-    let rest = Reader::open(&api, &path, Some(got.last().unwrap().id)).await.unwrap().to_end().await;
+    let rest = Reader::open(&api, &path, Some(got.last().unwrap().id)).await.unwrap().until_end().await;
     let processed_after = rest.iter().filter(|m| m.event == "step.processed").count();
     got.extend(rest);
     let ids: Vec<i64> = got.iter().map(|m| m.id).collect();
@@ -160,11 +160,11 @@ async fn streams(db: String, logs: &Path) {
     assert_eq!(m.data["id"], json!(m.id.to_string()));
 
     // Again from the start: the same, and it ends by itself; after the last id: 204.
-    let again = Reader::open(&api, &path, None).await.unwrap().to_end().await;
+    let again = Reader::open(&api, &path, None).await.unwrap().until_end().await;
     assert_eq!(again.iter().map(|m| m.id).collect::<Vec<_>>(), ids);
     let over = Reader::open(&api, &path, Some(*ids.last().unwrap())).await.err().unwrap();
     assert_eq!(over.0, StatusCode::NO_CONTENT, "an ended task with nothing after the id");
-    let since = Reader::open(&api, &format!("{path}?since={}", ids[2]), None).await.unwrap().to_end().await;
+    let since = Reader::open(&api, &format!("{path}?since={}", ids[2]), None).await.unwrap().until_end().await;
     assert_eq!(since.iter().map(|m| m.id).collect::<Vec<_>>(), ids[3..].to_vec(), "since= as Last-Event-ID");
 
     // The all-tasks stream with every filter, opened before the tasks run.

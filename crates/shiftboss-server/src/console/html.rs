@@ -58,7 +58,7 @@ input,select,button{font:inherit;padding:.3rem .5rem;border:1px solid var(--line
 button{cursor:pointer;border-color:var(--accent);color:var(--accent)}button.link{border:none;background:none;padding:0;color:var(--accent)}
 button.danger{border-color:var(--bad);color:var(--bad)}.actions{display:flex;flex-wrap:wrap;gap:.5rem}.actions form{margin:0}
 .muted{color:var(--muted)}.error{color:var(--bad)}.cards{display:flex;flex-wrap:wrap;gap:.8rem}.card{background:var(--card);border:1px solid var(--line);padding:.6rem .9rem;min-width:8rem}
-.card b{display:block;font-size:1.4rem}:focus-visible{outline:2px solid var(--accent);outline-offset:2px}
+.card{text-decoration:none;color:inherit}.card b{display:block;font-size:1.4rem}td.t{white-space:nowrap}:focus-visible{outline:2px solid var(--accent);outline-offset:2px}
 "#;
 
 /// The live part: a page that names a stream (`data-stream`) reloads its content when an event

@@ -11,7 +11,7 @@ use axum::response::Html;
 use serde::Deserialize;
 use shiftboss_core::model::TaskRecord;
 use shiftboss_core::token::Scope;
-use shiftboss_core::{StepState, TaskId, TaskState, Timestamp};
+use shiftboss_core::{StepState, TaskState, Timestamp};
 use shiftboss_store::{ListTasks, TaskFilter, event_kind as ev};
 use std::fmt::Write;
 
@@ -275,8 +275,8 @@ pub async fn task(
             .as_ref()
             .and_then(|d| d.all_steps().into_iter().find(|s| s.name == base))
             .and_then(|s| s.signal.as_deref());
-        let served = local.iter().any(|a| *a == st.agent) && state.engine.runs_scheduler()
-            || (remote.iter().any(|a| *a == st.agent)
+        let served = local.contains(&st.agent) && state.engine.runs_scheduler()
+            || (remote.contains(&st.agent)
                 && workers.iter().any(|w| w.agent == st.agent && now.0 - w.last_seen_at.0 < LIVE_WORKER_MS));
         let limit =
             state.engine.agent_limits().iter().find(|l| l.agent == st.agent).map(|l| (l.max_concurrent, l.per_second));
@@ -319,7 +319,7 @@ pub async fn task(
     for e in &d.events {
         let _ = write!(
             b,
-            r#"<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>"#,
+            r#"<tr><td>{}</td><td class="t">{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>"#,
             e.id,
             e.at,
             esc(&e.kind),
@@ -328,6 +328,5 @@ pub async fn task(
         );
     }
     b.push_str("</table></div>");
-    let _ = TaskId(0);
     Ok(Html(page(&format!("Task {}", t.id), who, &b)))
 }
