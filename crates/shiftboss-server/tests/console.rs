@@ -169,6 +169,45 @@ async fn sign_in_see_why_a_task_failed_and_resubmit_it() {
     assert_eq!(s, StatusCode::SEE_OTHER);
     assert_eq!(engine.wait_for(task, Duration::from_secs(20)).await.unwrap().state, TaskState::Completed);
 
+    // Bulk: two more tasks fail; the dry run counts them and changes nothing; then both run again.
+    open.store(false, Ordering::SeqCst);
+    let mut failed = Vec::new();
+    for key in ["o-2", "o-3"] {
+        let s = SubmitTask {
+            key: key.into(),
+            workflow: "order".into(),
+            version: None,
+            input: json!({}),
+            priority: 0,
+            actor: "shop".into(),
+        };
+        let id = engine.submit(s).await.unwrap().task_id;
+        assert_eq!(engine.wait_for(id, Duration::from_secs(20)).await.unwrap().state, TaskState::Failed);
+        failed.push(id);
+    }
+    let (s, body, _) = send(&router, Method::GET, "/console/bulk?do=resubmit&state=failed", Some(&cookie), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(body.contains("<b data-count>2</b>"), "{body}");
+    for id in &failed {
+        assert_eq!(
+            store.get_task(*id).await.unwrap().unwrap().task.state,
+            TaskState::Failed,
+            "a dry run changes nothing"
+        );
+    }
+    let (s, _, _) =
+        send(&router, Method::POST, "/console/bulk", Some(&cookie), Some("do=resubmit&state=failed&reason=x".into()))
+            .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "a bulk action without the CSRF token");
+    open.store(true, Ordering::SeqCst);
+    let form = format!("do=resubmit&state=failed&reason=gateway+back&csrf={csrf}");
+    let (s, body, _) = send(&router, Method::POST, "/console/bulk", Some(&cookie), Some(form)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(body.contains("<b data-acted>2</b>"), "{body}");
+    for id in &failed {
+        assert_ne!(store.get_task(*id).await.unwrap().unwrap().task.state, TaskState::Failed, "resubmitted");
+    }
+
     // Sign out: the cookie is cleared (and the logout itself needs the CSRF token).
     let (s, _, _) = send(&router, Method::POST, "/console/logout", Some(&cookie), Some(String::new())).await;
     assert_eq!(s, StatusCode::FORBIDDEN);

@@ -11,8 +11,9 @@
 //! browser's `EventSource` can follow the event streams); a POST of the API may not.
 
 mod actions;
+mod bulk;
 pub mod html;
-mod pages;
+pub mod pages;
 pub mod why;
 
 use crate::auth::Principal;
@@ -36,6 +37,7 @@ pub fn router() -> Router<AppState> {
         .route("/console/tasks", get(pages::tasks))
         .route("/console/tasks/{id}", get(pages::task))
         .route("/console/tasks/{id}/act", get(actions::confirm).post(actions::act))
+        .route("/console/bulk", get(bulk::dry_run).post(bulk::act))
         .route("/console/static/console.css", get(|| async { asset("text/css", html::CSS) }))
         .route("/console/static/console.js", get(|| async { asset("text/javascript", html::JS) }))
 }

@@ -101,6 +101,45 @@ pub struct ListParams {
     before: Option<String>,
 }
 
+impl ListParams {
+    /// The filter's fields that are set, by name.
+    fn given(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("state", &self.state),
+            ("workflow", &self.workflow),
+            ("key", &self.key),
+            ("from", &self.from),
+            ("to", &self.to),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.as_deref().filter(|v| !v.trim().is_empty()).map(|v| (k, v)))
+        .collect()
+    }
+}
+
+/// The store's filter for the list's fields (a field it cannot read is left out).
+pub fn filter_of(q: &ListParams) -> TaskFilter {
+    let nonempty = |v: &Option<String>| v.clone().filter(|v| !v.trim().is_empty());
+    TaskFilter {
+        state: nonempty(&q.state).and_then(|v| v.parse::<TaskState>().ok()),
+        workflow: nonempty(&q.workflow),
+        key_prefix: nonempty(&q.key),
+        created_from: time(q.from.as_deref()),
+        created_to: time(q.to.as_deref()),
+        ..TaskFilter::default()
+    }
+}
+
+/// The list's filter as a query string.
+pub fn query_of(q: &ListParams) -> String {
+    q.given().iter().map(|(k, v)| format!("{k}={}", urlencode(v))).collect::<Vec<_>>().join("&")
+}
+
+/// The list's filter as hidden form fields.
+pub fn hidden_of(q: &ListParams) -> String {
+    q.given().iter().map(|(k, v)| format!(r#"<input type="hidden" name="{k}" value="{}">"#, esc(v))).collect()
+}
+
 fn time(s: Option<&str>) -> Option<Timestamp> {
     let s = s.filter(|s| !s.is_empty())?;
     crate::routes::jobs::parse_time(s).ok()
@@ -114,16 +153,8 @@ pub async fn tasks(
     Query(q): Query<ListParams>,
 ) -> Result<Html<String>, Refused> {
     let s = session(&state, &headers, Scope::Read).await?;
-    let nonempty = |v: &Option<String>| v.clone().filter(|v| !v.trim().is_empty());
-    let task_state = nonempty(&q.state).and_then(|v| v.parse::<TaskState>().ok());
-    let filter = TaskFilter {
-        state: task_state,
-        workflow: nonempty(&q.workflow),
-        key_prefix: nonempty(&q.key),
-        created_from: time(q.from.as_deref()),
-        created_to: time(q.to.as_deref()),
-        ..TaskFilter::default()
-    };
+    let filter = filter_of(&q);
+    let task_state = filter.state;
     let before = q.before.as_deref().and_then(crate::wire::task_id);
     let list = ListTasks { filter, include_archived: false, before, limit: PAGE + 1 };
     let mut rows = match state.store().list_tasks(list).await {
@@ -169,17 +200,30 @@ pub async fn tasks(
     }
     b.push_str("</table></div>");
     if more && let Some(last) = rows.last() {
-        let mut next = format!("/console/tasks?before={}", last.id);
-        for (k, val) in
-            [("state", &q.state), ("workflow", &q.workflow), ("key", &q.key), ("from", &q.from), ("to", &q.to)]
-        {
-            if let Some(val) = val.as_deref().filter(|v| !v.is_empty()) {
-                let _ = write!(next, "&{k}={}", urlencode(val));
-            }
-        }
+        let q = query_of(&q);
+        let next = format!("/console/tasks?before={}{}{q}", last.id, if q.is_empty() { "" } else { "&" });
         let _ = write!(b, r#"<p><a href="{}">Older tasks →</a></p>"#, esc(&next));
     }
+    if s.principal.scopes.allows(Scope::Operate) && !rows.is_empty() {
+        let q = query_of(&q);
+        let amp = if q.is_empty() { "" } else { "&" };
+        b.push_str(r#"<h2>Every task of this filter</h2><div class="actions">"#);
+        for a in ["retry", "resubmit", "cancel"] {
+            let _ = write!(
+                b,
+                r#"<a href="/console/bulk?do={a}{amp}{}"><button type="button">{}…</button></a>"#,
+                esc(&q),
+                title(a)
+            );
+        }
+        b.push_str(r#"</div><p class="muted">Each shows how many live tasks it would touch before it acts.</p>"#);
+    }
     Ok(Html(page("Tasks", Some((&s.principal.name, &s.csrf)), &b)))
+}
+
+fn title(a: &str) -> String {
+    let mut c = a.chars();
+    c.next().map(|f| f.to_uppercase().collect::<String>() + c.as_str()).unwrap_or_default()
 }
 
 fn row(b: &mut String, t: &TaskRecord) {
