@@ -91,6 +91,7 @@ pub async fn confirm(
     let task_id = crate::wire::task_id(&id).ok_or_else(|| Refused::Forbidden("no such task".into()))?;
     let d = state.store().get_task(task_id).await?.ok_or_else(|| Refused::Forbidden("no such live task".into()))?;
     let mut extra = String::new();
+    let mut note = String::new();
     if w.action == "signal" {
         extra.push_str(r#"<label>Signal<input name="name" required></label>"#);
     }
@@ -100,10 +101,10 @@ pub async fn confirm(
     if w.action == "resubmit" {
         let names: Vec<&str> =
             d.steps.iter().filter(|s| s.state == StepState::Error).map(|s| s.name.as_str()).collect();
-        let _ = write!(extra, "<p>Steps in Error: {}</p>", esc(&names.join(", ")));
+        let _ = write!(note, "<p>Steps in Error: {}</p>", esc(&names.join(", ")));
     }
     let body = format!(
-        r#"<h1>{} task {} ({})?</h1><p>{what}</p><form method="post" action="/console/tasks/{}/act" class="filters">
+        r#"<h1>{} task {} ({})?</h1><p>{what}</p>{note}<form method="post" action="/console/tasks/{}/act" class="filters">
 <input type="hidden" name="csrf" value="{}"><input type="hidden" name="do" value="{}">{extra}
 <label>Reason<input name="reason" required size="40"></label><button class="danger">{}</button>
 <a href="/console/tasks/{}">Back</a></form>"#,
