@@ -1,11 +1,11 @@
 //! Embedding shiftboss: a store, an engine with agents, a workflow, a task. Run it with
 //! `cargo run -p shiftboss-engine --example embed`; it prints the finished task.
 
-use shiftboss_core::{InstanceId, TaskState, workflow::WorkflowDef};
+use shiftboss_core::{InstanceId, workflow::WorkflowDef};
 use shiftboss_engine::outbound::AllowList;
 use shiftboss_engine::{Agent, AgentCall, AgentError, Engine, HttpAgent, Outbound, OutboundConfig};
 use shiftboss_sqlite::{OpenOptions, SqliteStore};
-use shiftboss_store::{Store, SubmitTask};
+use shiftboss_store::SubmitTask;
 use std::sync::Arc;
 
 /// An agent wraps one remote service or resource; this one books an order in a ledger.
@@ -57,13 +57,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             actor: "shop".into(),
         })
         .await?;
-    let task = loop {
-        let d = store.get_task(submitted.task_id).await?.expect("the task exists");
-        if d.task.state != TaskState::Running {
-            break d.task;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    };
+    // Awaits the task's end (woken by the engine's writes and the store's channel), at most 30 s.
+    let task = engine.wait_for(submitted.task_id, std::time::Duration::from_secs(30)).await?;
     running.shutdown().await;
     println!("task {} ({}): {} with output {}", task.id, task.key, task.state, task.output.unwrap_or_default());
     Ok(())

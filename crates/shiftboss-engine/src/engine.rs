@@ -14,6 +14,7 @@
 use crate::agent::{Agent, AgentRegistry};
 use crate::config::EngineConfig;
 use crate::exception::ExceptionStrategy;
+use crate::follow::EventFollower;
 use crate::group_commit::GroupCommit;
 use crate::group_commit::replies::Replies;
 use crate::group_commit::submissions::Submissions;
@@ -23,10 +24,14 @@ use crate::runtime::Breakers;
 use crate::scheduler::Scheduler;
 use crate::supervisor::Supervisor;
 use shiftboss_core::InstanceId;
+use shiftboss_core::TaskId;
+use shiftboss_core::model::{EventRecord, TaskRecord};
 use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
 use shiftboss_core::workflow::{StepKind, WorkflowDef};
+use shiftboss_store::event_kind as ev;
 use shiftboss_store::{
-    RecordReplies, RegisterOutcome, Reply, ReplyOutcome, Store, StoreError, SubmitTask, Submitted, Subscription,
+    EventFilter, RecordReplies, RegisterOutcome, Reply, ReplyOutcome, Store, StoreError, SubmitTask, Submitted,
+    Subscription,
 };
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -45,7 +50,34 @@ pub enum EngineError {
     Definition(#[from] shiftboss_core::workflow::DefinitionError),
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// No task, live or archived, has this id.
+    #[error("no task {0}")]
+    NoTask(shiftboss_core::TaskId),
+    /// A wait ended at its bound before what it waited for.
+    #[error("timed out after {0:?}")]
+    TimedOut(Duration),
 }
+
+/// How often an event reader reads again when nothing rang its bell: the bound on how late it
+/// sees a write of another process that queued no work (a task's end).
+pub const FOLLOW_POLL: Duration = Duration::from_secs(1);
+/// Events per read for [`Engine::follow`].
+const FOLLOW_PAGE: u32 = 500;
+/// The events that move a task (one of them leads every change of its state).
+const TASK_MOVES: [&str; 12] = [
+    ev::TASK_COMPLETED,
+    ev::TASK_FAILED,
+    ev::TASK_CANCELLED,
+    ev::TASK_COMPENSATED,
+    ev::TASK_TERMINATED,
+    ev::TASK_COMPENSATION_FAILED,
+    ev::TASK_TIMED_OUT,
+    ev::TASK_COMPENSATING,
+    ev::TASK_PAUSED,
+    ev::TASK_RESUMED,
+    ev::TASK_OPERATED,
+    ev::TASK_RESTORED,
+];
 
 pub struct EngineBuilder {
     store: Arc<dyn Store>,
@@ -152,6 +184,8 @@ impl EngineBuilder {
                 remote: self.remote,
                 outbound: self.outbound,
                 webhook_counters: Arc::default(),
+                events: watch::Sender::new(()),
+                events_channel: OnceLock::new(),
             }),
         })
     }
@@ -182,6 +216,11 @@ struct Inner {
     /// What the dispatcher sends with.
     outbound: Option<crate::outbound::Outbound>,
     webhook_counters: Arc<crate::dispatcher::DispatchCounters>,
+    /// Rung after this process's writes and by the store's due-work channel: event readers'
+    /// bell (see [`crate::follow`]).
+    events: watch::Sender<()>,
+    /// The due-work channel's subscription that rings `events`, made by the first reader.
+    events_channel: OnceLock<Subscription>,
 }
 
 impl Engine {
@@ -216,6 +255,16 @@ impl Engine {
     pub async fn register_workflow(&self, def: &WorkflowDef) -> Result<RegisterOutcome, EngineError> {
         self.check_workflow(def)?;
         Ok(self.inner.store.register_workflow(def).await?)
+    }
+
+    /// The agent types this process's scheduler serves (its in-process agents).
+    pub fn agent_names(&self) -> Vec<String> {
+        self.inner.agents.names()
+    }
+
+    /// Whether this process runs a scheduler that claims its agents' steps.
+    pub fn runs_scheduler(&self) -> bool {
+        self.inner.config.roles.scheduler
     }
 
     /// The agent types remote workers serve: a remote worker may poll for these alone.
@@ -283,6 +332,7 @@ impl Engine {
         };
         let s = written?;
         self.wake();
+        self.ring_events();
         Ok(s)
     }
 
@@ -291,6 +341,7 @@ impl Engine {
     pub async fn submit_many(&self, tasks: Vec<SubmitTask>) -> Result<Vec<Submitted>, EngineError> {
         let s = self.inner.store.submit_tasks(tasks).await?;
         self.wake();
+        self.ring_events();
         Ok(s)
     }
 
@@ -321,6 +372,7 @@ impl Engine {
         if matches!(outcome, ReplyOutcome::Applied { .. }) {
             self.wake();
         }
+        self.ring_events();
         Ok(outcome)
     }
 
@@ -333,6 +385,65 @@ impl Engine {
     /// Tells the scheduler that work may be due (after a submission made outside the engine).
     pub fn wake(&self) {
         self.inner.wake.notify_one();
+    }
+
+    /// Tells this process's event readers (streams, [`Engine::wait_for`]) that events may have
+    /// been written: after a write made outside the engine, such as an operator's action.
+    pub fn ring_events(&self) {
+        self.inner.events.send_replace(());
+    }
+
+    /// A reader of the settled events after `after` that match `filter`, `page` at most per read,
+    /// woken by this engine's event bell (see [`crate::follow`]).
+    pub fn events(&self, filter: EventFilter, after: i64, page: u32) -> EventFollower {
+        let i = &self.inner;
+        let live = i
+            .events_channel
+            .get_or_init(|| {
+                let bell = i.events.clone();
+                i.store.subscribe_due_work(Arc::new(move || {
+                    bell.send_replace(());
+                }))
+            })
+            .is_live();
+        // Without a channel, other processes' writes are seen only by polling.
+        let poll = if live { FOLLOW_POLL } else { FOLLOW_POLL / 5 };
+        EventFollower::new(i.store.clone(), i.events.subscribe(), filter, after, page, poll)
+    }
+
+    /// A task's events after the event `after` (none: from its first), in id order, as they are
+    /// written; the stream ends after the events that leave the task completed, failed,
+    /// cancelled, compensated or terminated (states it leaves only if an operator acts). An
+    /// unknown task gives one [`EngineError::NoTask`]. Woken by the engine's bell and the store's
+    /// channel, not a polling loop (a safety poll bounds how late a write of another process that
+    /// queues no work is seen).
+    pub fn follow(
+        &self,
+        task: TaskId,
+        after: Option<i64>,
+    ) -> impl futures_util::Stream<Item = Result<EventRecord, EngineError>> + Send + 'static {
+        let filter = EventFilter { task_id: Some(task), ..EventFilter::default() };
+        crate::follow::follow_task(self.events(filter, after.unwrap_or(0), FOLLOW_PAGE), task)
+    }
+
+    /// Waits until the task has ended (completed, failed, cancelled, compensated or terminated),
+    /// at most `timeout`, and returns its record then: its state, and its output when it
+    /// completed. [`EngineError::TimedOut`] at the bound; [`EngineError::NoTask`] for an unknown task.
+    pub async fn wait_for(&self, task: TaskId, timeout: Duration) -> Result<TaskRecord, EngineError> {
+        use futures_util::StreamExt;
+        let store = self.inner.store.clone();
+        let wait = async {
+            // Only the task's own moves matter here: its step events are left unread.
+            let kinds = TASK_MOVES.iter().map(|k| (*k).to_owned()).collect();
+            let filter = EventFilter { task_id: Some(task), kinds, ..EventFilter::default() };
+            let events = crate::follow::follow_task(self.events(filter, 0, FOLLOW_PAGE), task);
+            let mut events = std::pin::pin!(events);
+            while let Some(e) = events.next().await {
+                e?;
+            }
+            crate::follow::find_task(store.as_ref(), task).await?.ok_or(EngineError::NoTask(task))
+        };
+        tokio::time::timeout(timeout, wait).await.map_err(|_| EngineError::TimedOut(timeout))?
     }
 
     pub fn metrics(&self) -> MetricsSnapshot {
@@ -350,6 +461,7 @@ impl Engine {
             metrics: i.metrics.clone(),
             wake: i.wake.clone(),
             claimed: i.supervisor_bell.clone(),
+            events: i.events.clone(),
             notified: false,
             breakers: i.breakers.clone(),
         }

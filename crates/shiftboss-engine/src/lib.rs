@@ -15,6 +15,8 @@
 //! - [`dispatcher`]: the status channels' webhooks: claims the outbox's deliveries, signs and
 //!   sends them, records what became of each (P18).
 //! - [`group_commit`]: concurrent single submissions and remote replies written a batch at a time.
+//! - [`follow`]: reading the event log as it is written: a task's events as a stream, awaiting
+//!   its end.
 //! - [`engine`]: wiring: the builder, submission, start and shutdown.
 //!
 //! Architecture invariant: no SQL and no backend types here; every state change goes through the
@@ -26,6 +28,7 @@ pub mod dispatcher;
 pub mod elector;
 pub mod engine;
 pub mod exception;
+pub mod follow;
 pub mod group_commit;
 pub mod http_agent;
 pub mod jobs;

@@ -41,6 +41,9 @@ pub struct Scheduler {
     pub notified: bool,
     /// One circuit breaker per remote service, shared by all steps of this scheduler.
     pub breakers: Arc<Breakers>,
+    /// Rung after every batch of replies written: this process's event readers (streams,
+    /// `Engine::wait_for`) read at once.
+    pub events: tokio::sync::watch::Sender<()>,
 }
 
 /// The buckets this scheduler claims from now, and when it next says it is alive.
@@ -415,6 +418,7 @@ impl Scheduler {
                 };
                 match recorded {
                     Ok(outcomes) => {
+                        self.events.send_replace(());
                         self.count(&batch, &outcomes);
                         queued = outcomes.iter().any(|o| match o {
                             ReplyOutcome::Applied { task_state, scheduled } => {

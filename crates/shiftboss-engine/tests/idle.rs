@@ -313,6 +313,11 @@ impl Store for Counting {
     fn subscribe_deliveries(&self, wake: WakeFn) -> Subscription {
         self.inner.subscribe_deliveries(wake)
     }
+
+    async fn read_events(&self, p: ReadEvents) -> Result<EventsRead> {
+        self.count("read_events");
+        self.inner.read_events(p).await
+    }
 }
 
 /// Fails its first call, then succeeds; records when each call started.

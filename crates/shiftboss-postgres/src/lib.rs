@@ -64,6 +64,7 @@ mod replies;
 mod reply_set;
 mod rows;
 mod schedulers;
+mod stream;
 mod submit;
 mod tokens;
 mod tx;
@@ -572,6 +573,11 @@ impl Store for PostgresStore {
     async fn task_events(&self, p: TaskEvents) -> Result<Vec<EventRecord>> {
         p.validate()?;
         self.read(async |c| query::task_events(c, &p).await).await
+    }
+
+    async fn read_events(&self, p: ReadEvents) -> Result<EventsRead> {
+        p.validate()?;
+        self.read(async |c| stream::read_events(c, &p).await).await
     }
 
     async fn queue_stats(&self) -> Result<QueueStats> {

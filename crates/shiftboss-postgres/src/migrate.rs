@@ -24,6 +24,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (9, "0009_task_filters", include_str!("migrations/0009_task_filters.sql")),
     (10, "0010_agent_workers", include_str!("migrations/0010_agent_workers.sql")),
     (11, "0011_webhooks", include_str!("migrations/0011_webhooks.sql")),
+    (12, "0012_event_stream", include_str!("migrations/0012_event_stream.sql")),
 ];
 
 /// The schema version this build writes and reads.

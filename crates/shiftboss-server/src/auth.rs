@@ -79,7 +79,7 @@ impl Authenticator {
     }
 
     /// The principal a bearer secret stands for.
-    async fn principal(&self, store: &dyn Store, secret: &str) -> Result<Principal, ApiError> {
+    pub(crate) async fn principal(&self, store: &dyn Store, secret: &str) -> Result<Principal, ApiError> {
         let hash = hash_secret(secret);
         if let Some((p, at)) = self.cache.lock().ok().and_then(|c| c.get(&hash).cloned())
             && at.elapsed() < CACHE_FOR
@@ -146,8 +146,13 @@ pub async fn authenticate(
     let principal = match state.auth.mode() {
         AuthMode::Disabled => Ok(Principal { name: "anonymous".into(), scopes: Scopes::of(Scope::ALL) }),
         AuthMode::Tokens => match bearer(&req) {
-            Err(e) => Err(e),
             Ok(secret) => state.auth.principal(state.store().as_ref(), secret).await,
+            // A read may come from the console's pages with their session cookie instead (a
+            // browser's EventSource sends no header); a write never does: it has no CSRF token.
+            Err(e) => match (req.method() == axum::http::Method::GET, crate::console::session_secret(req.headers())) {
+                (true, Some(secret)) => state.auth.principal(state.store().as_ref(), &secret).await,
+                _ => Err(e),
+            },
         },
     };
     let principal = principal.and_then(|p| p.require(needed).map(|()| p));

@@ -133,6 +133,8 @@ impl From<EngineError> for ApiError {
             EngineError::Agent { .. } | EngineError::Definition(_) | EngineError::Config(_) => {
                 ApiError::invalid(e.to_string())
             }
+            EngineError::NoTask(_) => ApiError::not_found(e.to_string()),
+            EngineError::TimedOut(_) => ApiError::new(StatusCode::REQUEST_TIMEOUT, "timeout", e.to_string()),
         }
     }
 }

@@ -8,12 +8,14 @@
 //! - [`wire`]: the JSON the API speaks; [`error`]: problem answers (RFC 9457).
 //! - [`observe`]: request ids, logs and metrics around every request; [`metrics`]: `/metrics`.
 //! - [`openapi`]: the OpenAPI 3.1 document made from the handlers.
+//! - [`console`]: the operator's console, server-rendered pages behind the same tokens.
 //!
 //! Architecture invariant: no SQL here; every state change goes through the engine or the store
 //! contract, as the CLI's do.
 
 pub mod auth;
 pub mod bootstrap;
+pub mod console;
 pub mod error;
 pub mod json;
 pub mod limits;

@@ -20,11 +20,21 @@ pub struct Limits {
     pub request_time: Duration,
     /// Requests served at once; more wait their turn.
     pub in_flight: usize,
+    /// Event streams open at once; more are answered 503.
+    pub streams: usize,
+    /// How long one event stream lasts before it ends (its client reconnects from its last id).
+    pub stream_time: Duration,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { body_bytes: 1 << 20, request_time: Duration::from_secs(30), in_flight: 1024 }
+        Limits {
+            body_bytes: 1 << 20,
+            request_time: Duration::from_secs(30),
+            in_flight: 1024,
+            streams: 256,
+            stream_time: Duration::from_secs(3600),
+        }
     }
 }
 

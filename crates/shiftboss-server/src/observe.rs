@@ -63,11 +63,11 @@ fn with_problem(res: Response, id: &str) -> Response {
     let problem: Problem = match res.extensions().get::<ApiError>() {
         Some(e) => e.problem(Some(id.to_owned())),
         None => {
-            let is_problem = res
-                .headers()
-                .get(header::CONTENT_TYPE)
-                .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
-            if is_problem {
+            // A problem already, or a console page that explains itself to a person.
+            let keep = res.headers().get(header::CONTENT_TYPE).is_some_and(|v| {
+                v.as_bytes().starts_with(b"application/problem+json") || v.as_bytes().starts_with(b"text/html")
+            });
+            if keep {
                 return res;
             }
             let (code, detail) = plain(status);

@@ -52,9 +52,12 @@ pub fn app(engine: Engine, config: ApiConfig) -> Result<(Router, utoipa::openapi
         metrics: Arc::new(ApiMetrics::new()?),
         remote: Arc::new(routes::agents::RemoteWorkers::new(config.limits.request_time)),
         conductor: Arc::default(),
+        streams: Arc::new(tokio::sync::Semaphore::new(config.limits.streams)),
+        limits: config.limits.clone(),
     };
     let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(routes::tasks::router())
+        .merge(routes::stream::router())
         .merge(routes::actions::router())
         .merge(routes::bulk::router())
         .merge(routes::workflows::router())
@@ -71,7 +74,9 @@ pub fn app(engine: Engine, config: ApiConfig) -> Result<(Router, utoipa::openapi
     let spec = Spec(Arc::new(serde_json::to_string(&doc).unwrap_or_default()));
     let scopes = RouteScopes::from_doc(&serde_json::to_value(&doc).unwrap_or_default()).map_err(ServerError::Scopes)?;
     let limits = &config.limits;
+    // The console's pages check their own session (they are not operations of the document).
     let router = router
+        .merge(crate::console::router())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state((state.clone(), Arc::new(scopes)), auth::authenticate))
         .layer(DefaultBodyLimit::max(limits.body_bytes))
@@ -89,10 +94,32 @@ async fn not_found() -> ApiError {
 
 /// Serves until `shutdown` resolves, then stops accepting and finishes the requests in flight.
 /// The caller bounds how long that may take.
+///
+/// Event streams never finish by themselves: they are told to end (see [`Closing`]) when
+/// `shutdown` resolves, so that they do not hold the graceful end for its whole bound.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let router = router.layer(Extension(Closing(rx)));
+    let shutdown = async move {
+        shutdown.await;
+        let _ = tx.send(true);
+    };
     axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+}
+
+/// True once the server is stopping: long answers (event streams) end then.
+#[derive(Clone)]
+pub struct Closing(pub tokio::sync::watch::Receiver<bool>);
+
+impl Closing {
+    /// Resolves when the server stops (never, for a router served some other way).
+    pub async fn wait(mut self) {
+        if self.0.wait_for(|c| *c).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }

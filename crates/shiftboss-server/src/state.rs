@@ -17,6 +17,9 @@ pub struct AppState {
     /// What Conductor's APIs keep in this process: task definitions, the documents workflows
     /// were registered from.
     pub conductor: Arc<crate::routes::conductor::Registry>,
+    /// A permit per open event stream (`Limits::streams`).
+    pub streams: Arc<tokio::sync::Semaphore>,
+    pub limits: crate::limits::Limits,
 }
 
 impl AppState {

@@ -68,6 +68,10 @@ impl Api {
         let res = self.router.clone().oneshot(req).await.unwrap();
         let status = res.status();
         let ctype = res.headers().get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+        if ctype.starts_with("text/event-stream") {
+            // A live stream does not end: its head is the answer.
+            return (status, Value::Null, ctype);
+        }
         let bytes = res.into_body().collect().await.unwrap().to_bytes();
         let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         (status, value, ctype)

@@ -27,6 +27,7 @@ mod reconcile;
 mod replies;
 mod rows;
 mod schedulers;
+mod stream;
 mod submit;
 mod tokens;
 mod tx;
@@ -395,6 +396,11 @@ impl Store for SqliteStore {
     async fn task_events(&self, p: TaskEvents) -> Result<Vec<EventRecord>> {
         p.validate()?;
         self.read(move |c| query::task_events(c, &p)).await
+    }
+
+    async fn read_events(&self, p: ReadEvents) -> Result<EventsRead> {
+        p.validate()?;
+        self.read(move |c| stream::read_events(c, &p)).await
     }
 
     async fn queue_stats(&self) -> Result<QueueStats> {

@@ -221,7 +221,14 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, shiftboss_sqlite::SCHEMA_VERSION);
-    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 14);
+    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 15);
+    // Migration 15: history's events are indexed by id, for event streams that resume from an id.
+    let by_id: i64 = c
+        .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'events_history_id'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(by_id, 1);
     // Migration 11: API tokens, empty on an upgraded file.
     let tokens: i64 = c.query_row("SELECT count(*) FROM api_tokens", [], |r| r.get(0)).unwrap();
     assert_eq!(tokens, 0);

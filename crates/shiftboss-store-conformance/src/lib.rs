@@ -208,6 +208,10 @@ macro_rules! conformance_suite {
                 claims_are_leased_and_fenced_and_outcomes_apply_once,
                 failures_retry_die_and_are_redelivered_and_receivers_are_heard,
             }
+            stream {
+                every_event_once_in_id_order_with_filters,
+                new_events_follow_and_archived_ones_stay_readable,
+            }
             workers {
                 workers_are_recorded_per_agent_type_and_forgotten_when_unseen,
                 task_keys_name_the_tasks_found,

@@ -17,6 +17,7 @@ pub mod lapse;
 pub mod listing;
 pub mod params;
 pub mod queues;
+pub mod stream;
 pub mod subscription;
 pub mod tokens;
 pub mod webhooks;
@@ -29,6 +30,7 @@ pub use jobs::*;
 pub use listing::*;
 pub use params::*;
 pub use queues::{AgentQueue, QueueStats};
+pub use stream::{EventCursor, EventFence, EventFilter, EventsRead, ReadEvents, StreamEvent};
 pub use subscription::{Subscription, WakeFn};
 pub use tokens::*;
 pub use webhooks::*;
@@ -206,6 +208,14 @@ pub trait Store: Send + Sync + 'static {
     /// `after`, at most `limit`. Empty for an unknown task. `get_task` reads every event of a task;
     /// this reads a task with very many a page at a time.
     async fn task_events(&self, p: TaskEvents) -> Result<Vec<EventRecord>>;
+
+    /// The event log as a stream (issue 18): the settled events after `p.cursor` that match the
+    /// filter, live or archived, in id order, at most `p.limit`, each with its task's key and
+    /// workflow, and the cursor to read on from. Settled: no event with a smaller id can commit
+    /// after this read, so a reader that goes on from the returned cursor (or from the last id it
+    /// saw) misses nothing and repeats nothing, even when transactions commit out of id order.
+    /// A read looks through at most `stream::MAX_EVENT_SCAN` ids.
+    async fn read_events(&self, p: ReadEvents) -> Result<EventsRead>;
 
     /// Each agent type's queue (due, later, running, in Error, the oldest due step's time),
     /// counted over live agent steps only: cheap enough for every metrics scrape.

@@ -6,6 +6,7 @@ pub mod bulk;
 pub mod conductor;
 pub mod health;
 pub mod jobs;
+pub mod stream;
 pub mod tasks;
 pub mod webhooks;
 pub mod workflows;

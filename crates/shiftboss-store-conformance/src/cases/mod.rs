@@ -24,6 +24,7 @@ pub mod register;
 pub mod release;
 pub mod replies;
 pub mod resubmit;
+pub mod stream;
 pub mod submit;
 pub mod submit_batch;
 pub mod tokens;

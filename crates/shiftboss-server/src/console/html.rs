@@ -1,0 +1,76 @@
+//! The page frame, escaping and the one stylesheet and script, all in the binary: nothing is
+//! fetched from anywhere else (the console works on a machine with no network).
+
+use std::fmt::Write;
+
+/// Text made safe for HTML content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A whole page: the frame (navigation, who is signed in, sign out) around `body`.
+pub fn page(title: &str, who: Option<(&str, &str)>, body: &str) -> String {
+    let mut nav = String::new();
+    if let Some((name, csrf)) = who {
+        let _ = write!(
+            nav,
+            r#"<nav><a href="/">Overview</a><a href="/console/tasks">Tasks</a><span class="who">{}</span>
+<form method="post" action="/console/logout"><input type="hidden" name="csrf" value="{}"><button class="link">Sign out</button></form></nav>"#,
+            esc(name),
+            esc(csrf)
+        );
+    }
+    format!(
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{} · shiftboss</title><link rel="stylesheet" href="/console/static/console.css"></head>
+<body><header><a class="brand" href="/">shiftboss</a>{nav}</header><main>{body}</main>
+<script src="/console/static/console.js" defer></script></body></html>"#,
+        esc(title)
+    )
+}
+
+/// Calm colours, light and dark by the system's choice; readable on a laptop screen.
+pub const CSS: &str = r#":root{--bg:#fbfbfa;--fg:#1d2327;--muted:#5f6b73;--line:#dde1e4;--card:#fff;--accent:#2f5d8a;--bad:#a33a2b;--ok:#2e6b3f;--warn:#8a6212}
+@media (prefers-color-scheme:dark){:root{--bg:#15191c;--fg:#e3e7ea;--muted:#9aa6ae;--line:#2c3338;--card:#1c2125;--accent:#8db4dc;--bad:#e38b7d;--ok:#8fc79c;--warn:#d9b36a}}
+*{box-sizing:border-box}body{margin:0;background:var(--bg);color:var(--fg);font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif}
+header{display:flex;align-items:center;gap:1.5rem;padding:.7rem 1.5rem;border-bottom:1px solid var(--line);background:var(--card)}
+.brand{font-weight:600;color:var(--fg);text-decoration:none}nav{display:flex;align-items:center;gap:1rem;flex:1}nav .who{margin-left:auto;color:var(--muted)}
+nav form{margin:0}a{color:var(--accent)}main{padding:1.2rem 1.5rem;max-width:1200px}
+h1{font-size:1.35rem;margin:.2rem 0 1rem}h2{font-size:1.05rem;margin:1.4rem 0 .5rem}
+table{border-collapse:collapse;width:100%;background:var(--card);border:1px solid var(--line)}th,td{text-align:left;padding:.35rem .6rem;border-bottom:1px solid var(--line);vertical-align:top}
+th{font-weight:600;color:var(--muted);font-size:.85rem}code,pre{font:13px/1.4 ui-monospace,Menlo,Consolas,monospace}pre{background:var(--card);border:1px solid var(--line);padding:.6rem;overflow:auto;max-height:20rem}
+.state{display:inline-block;padding:0 .45rem;border-radius:.6rem;border:1px solid currentColor;font-size:.85rem}
+.s-completed,.s-processed{color:var(--ok)}.s-failed,.s-error,.s-terminated{color:var(--bad)}.s-paused,.s-compensating,.s-cancelled,.s-compensated{color:var(--warn)}.s-running,.s-processing,.s-pending{color:var(--accent)}
+.why{background:var(--card);border-left:3px solid var(--warn);padding:.5rem .8rem;margin:.3rem 0}
+form.filters{display:flex;flex-wrap:wrap;gap:.6rem;align-items:end;margin-bottom:1rem}label{display:flex;flex-direction:column;font-size:.85rem;color:var(--muted)}
+input,select,button{font:inherit;padding:.3rem .5rem;border:1px solid var(--line);border-radius:.3rem;background:var(--card);color:var(--fg)}
+button{cursor:pointer;border-color:var(--accent);color:var(--accent)}button.link{border:none;background:none;padding:0;color:var(--accent)}
+button.danger{border-color:var(--bad);color:var(--bad)}.actions{display:flex;flex-wrap:wrap;gap:.5rem}.actions form{margin:0}
+.muted{color:var(--muted)}.error{color:var(--bad)}.cards{display:flex;flex-wrap:wrap;gap:.8rem}.card{background:var(--card);border:1px solid var(--line);padding:.6rem .9rem;min-width:8rem}
+.card{text-decoration:none;color:inherit}.card b{display:block;font-size:1.4rem}td.t{white-space:nowrap}:focus-visible{outline:2px solid var(--accent);outline-offset:2px}
+"#;
+
+/// The live part: a page that names a stream (`data-stream`) reloads its content when an event
+/// of it arrives, a little later so that a burst is one reload. Same-origin, so the session
+/// cookie goes with it; no library.
+pub const JS: &str = r#"(function(){
+  var el=document.querySelector('[data-stream]'); if(!el||!window.EventSource) return;
+  var timer=null, es=new EventSource(el.getAttribute('data-stream'));
+  function refresh(){ timer=null; fetch(location.href,{credentials:'same-origin'}).then(function(r){return r.text();}).then(function(t){
+    var d=new DOMParser().parseFromString(t,'text/html'), fresh=d.querySelector('[data-live]'), old=document.querySelector('[data-live]');
+    if(fresh&&old){ old.replaceWith(fresh); } }); }
+  es.onmessage=function(){}; es.addEventListener('error',function(){});
+  ['task.completed','task.failed','task.received','step.processed','step.claimed','step.error','step.resubmitted','task.resumed','task.paused','task.cancelled','task.operated','step.scheduled','task.terminated','task.compensated']
+    .forEach(function(k){ es.addEventListener(k,function(){ if(!timer) timer=setTimeout(refresh,150); }); });
+})();"#;

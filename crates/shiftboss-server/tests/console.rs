@@ -1,0 +1,220 @@
+//! The console over HTTP, in process, on a SQLite store: pages refuse a request without a session
+//! (to the login page), the login sets an HttpOnly, SameSite=Strict cookie, an action without the
+//! session's CSRF token is refused and changes nothing, a failed task's page says why, and its
+//! resubmission through the confirmation's form runs it again.
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::json;
+use shiftboss_core::token::{Scope, Scopes, hash_secret, mint_secret};
+use shiftboss_core::workflow::WorkflowDef;
+use shiftboss_core::{InstanceId, TaskState};
+use shiftboss_engine::agent::{Agent, AgentCall, AgentError};
+use shiftboss_engine::{Engine, EngineConfig};
+use shiftboss_server::{ApiConfig, app};
+use shiftboss_sqlite::{OpenOptions, SqliteStore};
+use shiftboss_store::{NewApiToken, Store, SubmitTask};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tower::ServiceExt;
+
+/// Refuses for good until told to accept.
+struct Gate(Arc<AtomicBool>);
+
+#[async_trait::async_trait]
+impl Agent for Gate {
+    async fn call(&self, _call: &AgentCall) -> Result<serde_json::Value, AgentError> {
+        if self.0.load(Ordering::SeqCst) {
+            Ok(json!({"paid": true}))
+        } else {
+            Err(AgentError::Permanent("card declined".into()))
+        }
+    }
+}
+
+async fn send(
+    router: &Router,
+    method: Method,
+    uri: &str,
+    cookie: Option<&str>,
+    form: Option<String>,
+) -> (StatusCode, String, axum::http::HeaderMap) {
+    let mut b = Request::builder().method(method).uri(uri);
+    if let Some(c) = cookie {
+        b = b.header(header::COOKIE, c);
+    }
+    if form.is_some() {
+        b = b.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    }
+    let req = b.body(form.map(Body::from).unwrap_or_else(Body::empty)).unwrap();
+    let res = router.clone().oneshot(req).await.unwrap();
+    let (status, headers) = (res.status(), res.headers().clone());
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&bytes).into_owned(), headers)
+}
+
+fn csrf_in(html: &str) -> String {
+    let at = html.find(r#"name="csrf" value=""#).expect("a CSRF field") + r#"name="csrf" value=""#.len();
+    html[at..].split('"').next().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_see_why_a_task_failed_and_resubmit_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("s.db"), &OpenOptions::default()).unwrap());
+    let open = Arc::new(AtomicBool::new(false));
+    let mut config = EngineConfig::default();
+    config.scheduler.poll_interval = Duration::from_millis(20);
+    let engine = Engine::builder(store.clone(), InstanceId::new("console-1").unwrap())
+        .agent("pay", Gate(open.clone()))
+        .config(config)
+        .build()
+        .unwrap();
+    let running = engine.start();
+    let def = json!({"name": "order", "steps": [{"name": "charge", "agent": "pay", "timeout": "5s"},
+        {"name": "hold", "kind": "wait", "signal": "approve"}]});
+    engine.register_workflow(&WorkflowDef::from_json(&def.to_string()).unwrap()).await.unwrap();
+    let (router, _) = app(engine.clone(), ApiConfig::default()).unwrap();
+    let secret = mint_secret();
+    let t = NewApiToken {
+        name: "ann".into(),
+        scopes: Scopes::of([Scope::Read, Scope::Operate]),
+        secret_hash: hash_secret(&secret),
+    };
+    store.create_api_token(t).await.unwrap();
+
+    // No session: every page sends to the login page; a wrong token does not sign in.
+    for page in ["/", "/console/tasks", "/console/tasks/1"] {
+        let (s, _, h) = send(&router, Method::GET, page, None, None).await;
+        assert_eq!(s, StatusCode::SEE_OTHER, "{page}");
+        assert_eq!(h[header::LOCATION], "/console/login");
+    }
+    let (s, body, _) = send(&router, Method::POST, "/console/login", None, Some("token=nope".into())).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert!(body.contains("Unknown or revoked token"));
+    let (s, _, h) = send(&router, Method::POST, "/console/login", None, Some(format!("token={secret}"))).await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    let set = h[header::SET_COOKIE].to_str().unwrap().to_owned();
+    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Path=/"), "{set}");
+    let cookie = set.split(';').next().unwrap().to_owned();
+
+    // A task whose charge is declined: it fails, and its page says why.
+    let task = engine
+        .submit(SubmitTask {
+            notify: None,
+            key: "o-1".into(),
+            workflow: "order".into(),
+            version: None,
+            input: json!({}),
+            priority: 0,
+            actor: "shop".into(),
+        })
+        .await
+        .unwrap()
+        .task_id;
+    assert_eq!(engine.wait_for(task, Duration::from_secs(20)).await.unwrap().state, TaskState::Failed);
+    let (s, body, _) = send(&router, Method::GET, "/", Some(&cookie), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(body.contains("Tasks by state") && body.contains("ann"));
+    let (s, body, _) = send(&router, Method::GET, "/console/tasks?state=failed", Some(&cookie), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(body.contains("o-1"), "the failed task is listed");
+    let (_, body, _) = send(&router, Method::GET, "/console/tasks?state=completed", Some(&cookie), None).await;
+    assert!(!body.contains("o-1"), "not among the completed ones");
+    let page = format!("/console/tasks/{task}");
+    let (s, body, _) = send(&router, Method::GET, &page, Some(&cookie), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(body.contains("in Error after 1 attempt") && body.contains("last error: card declined"), "{body}");
+
+    // The confirmation says what will happen; without its CSRF token the action is refused.
+    let (s, body, _) = send(&router, Method::GET, &format!("{page}/act?do=resubmit"), Some(&cookie), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(body.contains("Steps in Error: charge"));
+    let csrf = csrf_in(&body);
+    let act = format!("{page}/act");
+    let (s, _, _) = send(&router, Method::POST, &act, Some(&cookie), Some("do=resubmit&reason=fixed".into())).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "no CSRF token");
+    let (s, _, _) = send(
+        &router,
+        Method::POST,
+        &act,
+        Some(&cookie),
+        Some(format!("do=resubmit&reason=fixed&csrf={}", "0".repeat(csrf.len()))),
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "a wrong CSRF token");
+    assert_eq!(store.get_task(task).await.unwrap().unwrap().task.state, TaskState::Failed, "nothing changed");
+
+    // With it: the charge goes through, and the task waits for its signal, which the page names.
+    open.store(true, Ordering::SeqCst);
+    let (s, _, h) =
+        send(&router, Method::POST, &act, Some(&cookie), Some(format!("do=resubmit&reason=fixed&csrf={csrf}"))).await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    assert_eq!(h[header::LOCATION], page.as_str());
+    let mut said = String::new();
+    for _ in 0..500 {
+        let (_, body, _) = send(&router, Method::GET, &page, Some(&cookie), None).await;
+        if body.contains("waiting for signal") {
+            said = body;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(said.contains("waiting for signal &quot;approve&quot;"), "the page names the signal it waits for");
+    let (s, _, _) =
+        send(&router, Method::POST, &act, Some(&cookie), Some(format!("do=signal&name=approve&reason=ok&csrf={csrf}")))
+            .await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    assert_eq!(engine.wait_for(task, Duration::from_secs(20)).await.unwrap().state, TaskState::Completed);
+
+    // Bulk: two more tasks fail; the dry run counts them and changes nothing; then both run again.
+    open.store(false, Ordering::SeqCst);
+    let mut failed = Vec::new();
+    for key in ["o-2", "o-3"] {
+        let s = SubmitTask {
+            notify: None,
+            key: key.into(),
+            workflow: "order".into(),
+            version: None,
+            input: json!({}),
+            priority: 0,
+            actor: "shop".into(),
+        };
+        let id = engine.submit(s).await.unwrap().task_id;
+        assert_eq!(engine.wait_for(id, Duration::from_secs(20)).await.unwrap().state, TaskState::Failed);
+        failed.push(id);
+    }
+    let (s, body, _) = send(&router, Method::GET, "/console/bulk?do=resubmit&state=failed", Some(&cookie), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(body.contains("<b data-count>2</b>"), "{body}");
+    for id in &failed {
+        assert_eq!(
+            store.get_task(*id).await.unwrap().unwrap().task.state,
+            TaskState::Failed,
+            "a dry run changes nothing"
+        );
+    }
+    let (s, _, _) =
+        send(&router, Method::POST, "/console/bulk", Some(&cookie), Some("do=resubmit&state=failed&reason=x".into()))
+            .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "a bulk action without the CSRF token");
+    open.store(true, Ordering::SeqCst);
+    let form = format!("do=resubmit&state=failed&reason=gateway+back&csrf={csrf}");
+    let (s, body, _) = send(&router, Method::POST, "/console/bulk", Some(&cookie), Some(form)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(body.contains("<b data-acted>2</b>"), "{body}");
+    for id in &failed {
+        assert_ne!(store.get_task(*id).await.unwrap().unwrap().task.state, TaskState::Failed, "resubmitted");
+    }
+
+    // Sign out: the cookie is cleared (and the logout itself needs the CSRF token).
+    let (s, _, _) = send(&router, Method::POST, "/console/logout", Some(&cookie), Some(String::new())).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, _, h) = send(&router, Method::POST, "/console/logout", Some(&cookie), Some(format!("csrf={csrf}"))).await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    assert!(h[header::SET_COOKIE].to_str().unwrap().contains("Max-Age=0"));
+    running.shutdown().await;
+}

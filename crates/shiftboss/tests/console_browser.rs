@@ -1,0 +1,282 @@
+//! The operator's console in a real browser (issue 20): headless Chromium (Debian's `chromium`
+//! and `chromium-driver`) driven over W3C WebDriver, against a real `shiftboss serve` on SQLite.
+//! Pages refuse a visitor without a session; sign in; see a failed task and why it failed;
+//! resubmit it through the confirmation; see it complete without reloading; an action without
+//! the CSRF token is refused. Screenshots of the pages, light and dark, go to
+//! `target/console-screenshots/` (CI keeps that directory).
+//!
+//! The WebDriver calls are plain JSON over HTTP (reqwest, already here): the handful this test
+//! needs do not warrant a client crate and its dependency tree.
+
+mod common;
+
+use axum::Router;
+use axum::http::StatusCode as AxStatus;
+use axum::routing::post;
+use base64::Engine as _;
+use common::{Serve, test_db, under_ci};
+use reqwest::{Client, StatusCode};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const DRIVER: &str = "/usr/bin/chromedriver";
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// A chromedriver process and one browser session, ended on drop.
+struct Browser {
+    http: Client,
+    base: String,
+    session: String,
+    driver: Child,
+    _profile: tempfile::TempDir,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+impl Browser {
+    async fn start() -> Option<Browser> {
+        if !std::path::Path::new(DRIVER).exists() {
+            assert!(!under_ci(), "{DRIVER} is missing under CI: .ci/run installs chromium-driver");
+            eprintln!("SKIPPED: {DRIVER} is not installed (apt-get install chromium chromium-driver)");
+            return None;
+        }
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let driver = Command::new(DRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+        let base = format!("http://127.0.0.1:{port}");
+        let give_up = Instant::now() + Duration::from_secs(20);
+        while http.get(format!("{base}/status")).send().await.is_err() {
+            assert!(Instant::now() < give_up, "chromedriver did not answer");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let profile = tempfile::tempdir().unwrap();
+        let args = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--window-size=1280,900",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .chain([format!("--user-data-dir={}", profile.path().display())])
+        .collect::<Vec<_>>();
+        let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome",
+            "goog:chromeOptions": {"binary": CHROMIUM, "args": args}}}});
+        let v: Value = http.post(format!("{base}/session")).json(&caps).send().await.unwrap().json().await.unwrap();
+        let session = v["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no session: {v}")).to_owned();
+        Some(Browser { http, base, session, driver, _profile: profile })
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let url = format!("{}/session/{}{path}", self.base, self.session);
+        let mut r = self.http.request(method, url);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let v: Value = r.send().await.unwrap().json().await.unwrap();
+        assert!(v["value"].get("error").is_none(), "{path}: {v}");
+        v["value"].clone()
+    }
+
+    async fn go(&self, url: &str) {
+        self.call(reqwest::Method::POST, "/url", Some(json!({"url": url}))).await;
+    }
+
+    async fn url(&self) -> String {
+        let v = self.call(reqwest::Method::GET, "/url", None).await;
+        v.as_str().unwrap_or_else(|| panic!("url: {v}")).to_owned()
+    }
+
+    async fn find(&self, css: &str) -> String {
+        let v =
+            self.call(reqwest::Method::POST, "/element", Some(json!({"using": "css selector", "value": css}))).await;
+        v[ELEMENT].as_str().unwrap_or_else(|| panic!("find {css}: {v}")).to_owned()
+    }
+
+    async fn type_in(&self, css: &str, text: &str) {
+        let el = self.find(css).await;
+        self.call(reqwest::Method::POST, &format!("/element/{el}/value"), Some(json!({"text": text}))).await;
+    }
+
+    async fn click(&self, css: &str) {
+        let el = self.find(css).await;
+        self.call(reqwest::Method::POST, &format!("/element/{el}/click"), Some(json!({}))).await;
+    }
+
+    async fn run(&self, script: &str) -> Value {
+        self.call(reqwest::Method::POST, "/execute/sync", Some(json!({"script": script, "args": []}))).await
+    }
+
+    async fn run_async(&self, script: &str) -> Value {
+        self.call(reqwest::Method::POST, "/execute/async", Some(json!({"script": script, "args": []}))).await
+    }
+
+    async fn text(&self) -> String {
+        self.run("return document.body.innerText").await.as_str().unwrap_or("").to_owned()
+    }
+
+    /// Waits until the page's text holds `what` (the page changes by itself).
+    async fn wait_text(&self, what: &str, within: Duration) -> String {
+        let give_up = Instant::now() + within;
+        loop {
+            let t = self.text().await;
+            if t.contains(what) {
+                return t;
+            }
+            assert!(Instant::now() < give_up, "the page never said {what:?}; it says:\n{t}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn dark(&self, on: bool) {
+        let scheme = if on { "dark" } else { "light" };
+        let url = format!("{}/session/{}/goog/cdp/execute", self.base, self.session);
+        let body = json!({"cmd": "Emulation.setEmulatedMedia",
+            "params": {"features": [{"name": "prefers-color-scheme", "value": scheme}]}});
+        let v: Value = self.http.post(url).json(&body).send().await.unwrap().json().await.unwrap();
+        assert!(v["value"].get("error").is_none(), "{v}");
+    }
+
+    async fn screenshot(&self, name: &str) {
+        let b64 = self.call(reqwest::Method::GET, "/screenshot", None).await;
+        let png = base64::engine::general_purpose::STANDARD.decode(b64.as_str().unwrap()).unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "a PNG");
+        let dir = shots();
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+    }
+}
+
+/// target/console-screenshots, next to the build.
+fn shots() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/console-screenshots")
+}
+
+/// A payment service that refuses for good (422) until it is opened.
+async fn payments(open: Arc<AtomicBool>) -> String {
+    let app = Router::new().route(
+        "/{action}",
+        post(move || {
+            let open = open.clone();
+            async move {
+                if open.load(Ordering::SeqCst) {
+                    (AxStatus::OK, "{\"paid\":true}")
+                } else {
+                    (AxStatus::UNPROCESSABLE_ENTITY, "{\"error\":\"card declined\"}")
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_in_chromium() {
+    let _ = test_db; // SQLite only: the console reads through the store contract either way.
+    let Some(browser) = Browser::start().await else { return };
+    let open = Arc::new(AtomicBool::new(false));
+    let service = payments(open.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db").display().to_string();
+    let mut p = Serve::new(db, "console-1").service(&service).api().spawn(dir.path());
+    p.wait_ready().await;
+    let api = common::api::Api::of(&p);
+    let flow = json!({"name": "order", "description": "charge, then wait for approval", "steps": [
+        {"name": "charge", "agent": "svc", "config": {"url": "/charge"}, "timeout": "5s"},
+        {"name": "approval", "kind": "wait", "signal": "approve"}]});
+    assert_eq!(api.post("/v1/workflows", flow).await.0, StatusCode::CREATED);
+    let (_, v) = api.post("/v1/tasks", json!({"key": "order-7", "workflow": "order", "input": {"amount": 1999}})).await;
+    let id = v["id"].as_str().unwrap().to_owned();
+    let give_up = Instant::now() + Duration::from_secs(20);
+    while api.get(&format!("/v1/tasks/{id}")).await.1["state"] != "failed" {
+        assert!(Instant::now() < give_up, "the task did not fail");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let base = &api.base;
+
+    // Without a session: to the login page.
+    browser.go(&format!("{base}/console/tasks/{id}")).await;
+    assert!(browser.url().await.ends_with("/console/login"), "{}", browser.url().await);
+    browser.dark(false).await;
+    browser.screenshot("login-light").await;
+    browser.type_in("input[name=token]", "not-a-token").await;
+    browser.click("form button").await;
+    browser.wait_text("Unknown or revoked token", Duration::from_secs(5)).await;
+    browser.type_in("input[name=token]", &api.token).await;
+    browser.click("form button").await;
+    browser.wait_text("Tasks by state", Duration::from_secs(5)).await;
+    browser.screenshot("overview-light").await;
+
+    // The failed task, in the list and on its page, with why.
+    browser.go(&format!("{base}/console/tasks?state=failed")).await;
+    browser.wait_text("order-7", Duration::from_secs(5)).await;
+    browser.screenshot("tasks-light").await;
+    browser.go(&format!("{base}/console/tasks/{id}")).await;
+    let t = browser.wait_text("Why is it not running?", Duration::from_secs(5)).await;
+    assert!(t.contains("in Error after 1 attempt") && t.contains("422"), "{t}");
+    browser.screenshot("task-failed-light").await;
+    browser.dark(true).await;
+    browser.screenshot("task-failed-dark").await;
+
+    // An action without the CSRF token: refused, and nothing changes.
+    let status = browser
+        .run_async(&format!(
+            "const done = arguments[arguments.length - 1];
+             fetch('/console/tasks/{id}/act', {{method: 'POST', body: new URLSearchParams({{do: 'cancel', reason: 'x'}})}})
+               .then(r => done(r.status));"
+        ))
+        .await;
+    assert_eq!(status, json!(403));
+    assert_eq!(api.get(&format!("/v1/tasks/{id}")).await.1["state"], "failed");
+
+    // Resubmit through the confirmation; the charge goes through and the task waits for approval.
+    open.store(true, Ordering::SeqCst);
+    browser.go(&format!("{base}/console/tasks/{id}/act?do=resubmit")).await;
+    browser.wait_text("Steps in Error: charge", Duration::from_secs(5)).await;
+    browser.screenshot("confirm-dark").await;
+    browser.type_in("input[name=reason]", "card fixed").await;
+    browser.click("button.danger").await;
+    browser.wait_text("waiting for signal \"approve\"", Duration::from_secs(10)).await;
+    browser.dark(false).await;
+    browser.screenshot("task-waiting-light").await;
+
+    // Approved elsewhere (the API): the page shows it completed without being reloaded.
+    browser.run("window.notReloaded = true").await;
+    let (s, v) = api.post(&format!("/v1/tasks/{id}/signal"), json!({"name": "approve", "reason": "ok"})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let t = browser.wait_text("Output", Duration::from_secs(10)).await;
+    assert!(t.contains("completed"), "{t}");
+    assert_eq!(browser.run("return window.notReloaded === true").await, json!(true), "the page was not reloaded");
+    browser.screenshot("task-completed-light").await;
+    browser.go(&format!("{base}/")).await;
+    browser.dark(true).await;
+    browser.wait_text("Tasks by state", Duration::from_secs(5)).await;
+    browser.screenshot("overview-dark").await;
+    p.terminate();
+}
