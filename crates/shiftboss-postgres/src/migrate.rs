@@ -23,6 +23,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (8, "0008_api_tokens", include_str!("migrations/0008_api_tokens.sql")),
     (9, "0009_task_filters", include_str!("migrations/0009_task_filters.sql")),
     (10, "0010_agent_workers", include_str!("migrations/0010_agent_workers.sql")),
+    (11, "0011_task_generation", include_str!("migrations/0011_task_generation.sql")),
 ];
 
 /// The schema version this build writes and reads.

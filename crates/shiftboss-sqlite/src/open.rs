@@ -25,6 +25,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0011_api_tokens.sql"),
     include_str!("migrations/0012_task_filters.sql"),
     include_str!("migrations/0013_agent_workers.sql"),
+    include_str!("migrations/0014_task_generation.sql"),
 ];
 
 /// The schema version this build writes and reads.

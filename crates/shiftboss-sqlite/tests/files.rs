@@ -220,13 +220,18 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, shiftboss_sqlite::SCHEMA_VERSION);
-    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 13);
+    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 14);
     // Migration 11: API tokens, empty on an upgraded file.
     let tokens: i64 = c.query_row("SELECT count(*) FROM api_tokens", [], |r| r.get(0)).unwrap();
     assert_eq!(tokens, 0);
     // Migration 13: the remote worker registry, empty too.
     let workers: i64 = c.query_row("SELECT count(*) FROM agent_workers", [], |r| r.get(0)).unwrap();
     assert_eq!(workers, 0);
+    // Migration 14: the old task is at generation 0, in history's column order too.
+    let generation: i64 = c.query_row("SELECT generation FROM tasks WHERE task_key = 'old'", [], |r| r.get(0)).unwrap();
+    assert_eq!(generation, 0);
+    let hot: Vec<String> = columns(&c, "tasks");
+    assert_eq!(hot, columns(&c, "tasks_history"), "history keeps the hot table's columns, in order");
     // Migration 5: events are indexed by kind only for the rare kinds the summary counts.
     let indexes: Vec<String> = c
         .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' ORDER BY name")
@@ -291,4 +296,9 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     .await
     .unwrap();
     assert!(submitted.task_id.0 > old.id.0, "ids keep growing across the rebuild");
+}
+
+fn columns(c: &rusqlite::Connection, table: &str) -> Vec<String> {
+    let mut st = c.prepare(&format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid")).unwrap();
+    st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
 }
