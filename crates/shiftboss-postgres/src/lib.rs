@@ -62,6 +62,7 @@ mod planner;
 mod query;
 mod reconcile;
 mod replies;
+mod replication;
 mod reply_set;
 mod rows;
 mod schedulers;
@@ -654,5 +655,9 @@ impl Store for PostgresStore {
     async fn task_keys(&self, ids: Vec<TaskId>) -> Result<Vec<(TaskId, String)>> {
         check_task_keys(&ids)?;
         self.read(async |c| workers::task_keys(c, &ids).await).await
+    }
+
+    async fn replication(&self) -> Result<Option<Replication>> {
+        self.read(async |c| replication::read(c).await).await.map(Some)
     }
 }

@@ -17,6 +17,7 @@ pub mod lapse;
 pub mod listing;
 pub mod params;
 pub mod queues;
+pub mod replication;
 pub mod subscription;
 pub mod tokens;
 pub mod workers;
@@ -28,6 +29,7 @@ pub use jobs::*;
 pub use listing::*;
 pub use params::*;
 pub use queues::{AgentQueue, QueueStats};
+pub use replication::Replication;
 pub use subscription::{Subscription, WakeFn};
 pub use tokens::*;
 pub use workers::*;
@@ -230,4 +232,10 @@ pub trait Store: Send + Sync + 'static {
     /// The keys of these live tasks (ids not found are left out), for a claim handed to a worker
     /// outside the process, which names a task by its key too. At most `MAX_WORKERS_SEEN` ids.
     async fn task_keys(&self, ids: Vec<TaskId>) -> Result<Vec<(TaskId, String)>>;
+
+    /// Whether the store replicates, and whether a commit waits for a standby (issue 26). None
+    /// for a store that does not replicate (SQLite).
+    async fn replication(&self) -> Result<Option<Replication>> {
+        Ok(None)
+    }
 }

@@ -241,6 +241,9 @@ impl Store for Patient {
     async fn task_keys(&self, ids: Vec<TaskId>) -> Result<Vec<(TaskId, String)>> {
         patiently!(self, "reading task keys", self.inner.task_keys(ids.clone()))
     }
+    async fn replication(&self) -> Result<Option<Replication>> {
+        patiently!(self, "reading the replication", self.inner.replication())
+    }
 }
 
 #[cfg(test)]
