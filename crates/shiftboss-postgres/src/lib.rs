@@ -61,8 +61,8 @@ mod next;
 mod planner;
 mod query;
 mod reconcile;
-mod replies;
 mod replication;
+mod replies;
 mod reply_set;
 mod rows;
 mod schedulers;
@@ -200,11 +200,8 @@ impl PostgresStore {
         // covers them all, one after the other.
         let connector = connect::PerHost { timeout: opts.connect_timeout };
         let all_hosts = opts.connect_timeout * connect::host_count(&config) as u32 + Duration::from_secs(1);
-        let manager = Manager::from_connect(
-            config.clone(),
-            connector,
-            ManagerConfig { recycling_method: RecyclingMethod::Fast },
-        );
+        let manager =
+            Manager::from_connect(config.clone(), connector, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(opts.pool_size.max(1))
             .runtime(Runtime::Tokio1)
@@ -319,17 +316,17 @@ impl PostgresStore {
     async fn snapshot<T>(&self, f: impl AsyncFnOnce(Conn<'_>) -> Result<T>) -> Result<T> {
         let mut c = self.inner.pool.get().await.map_err(pool_err)?;
         self.bounded(async move {
-        let tx = c
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .map_err(map_err)?;
-        let out = f(Conn::new(tx.client(), Some(&tx.statement_cache))).await?;
-        // Nothing was written: the commit only ends the snapshot.
-        tx.commit().await.map_err(map_err)?;
-        Ok(out)
+            let tx = c
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await
+                .map_err(map_err)?;
+            let out = f(Conn::new(tx.client(), Some(&tx.statement_cache))).await?;
+            // Nothing was written: the commit only ends the snapshot.
+            tx.commit().await.map_err(map_err)?;
+            Ok(out)
         })
         .await
     }
@@ -456,7 +453,9 @@ impl Store for PostgresStore {
             // claim is committed, as for a transaction's commit.
             fault::reached(fault::FaultPoint::BeforeCommit);
             let work = self
-                .bounded(async move { claim::claim_work_at_once(&Conn::new(&c, Some(&c.statement_cache)), &p, manual).await })
+                .bounded(async move {
+                    claim::claim_work_at_once(&Conn::new(&c, Some(&c.statement_cache)), &p, manual).await
+                })
                 .await?;
             fault::reached(fault::FaultPoint::AfterCommit);
             return Ok(work);

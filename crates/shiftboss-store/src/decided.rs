@@ -2,9 +2,9 @@
 //! the task's new state. The same in every store, so a backend only runs its SQL (as with `lapse`).
 
 use crate::StoreError;
+use crate::advance::TaskRow;
 use crate::event_kind as ev;
 use serde_json::{Value, json};
-use crate::advance::TaskRow;
 use shiftboss_core::decider::{NewStep, TaskMove};
 use shiftboss_core::idempotency::step_key;
 use shiftboss_core::model::EventLevel;

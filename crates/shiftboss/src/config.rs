@@ -80,6 +80,7 @@
 //! `SHIFTBOSS_SUPERVISOR_IDLE_INTERVAL` are those of `serve --idle-poll` and
 //! `--supervisor-idle-interval`.
 
+use crate::target::StoreBounds;
 use anyhow::Context;
 use serde::Deserialize;
 use shiftboss_core::buckets::parse_list;
@@ -88,7 +89,6 @@ use shiftboss_core::retry::RetryPolicy;
 use shiftboss_core::time::serde_duration;
 use shiftboss_engine::outbound::{AllowList, Limits, OutboundConfig, Secrets, TlsConfig};
 use shiftboss_engine::{ClientConfig, HandlerDefaults, PollMode};
-use crate::target::StoreBounds;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -98,7 +98,8 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         None => FileConfig::default(),
     };
     file.apply_env()?;
-    let flags = StoreSection { timeout: cli.store_timeout, connect_timeout: cli.store_connect_timeout, wait: cli.store_wait };
+    let flags =
+        StoreSection { timeout: cli.store_timeout, connect_timeout: cli.store_connect_timeout, wait: cli.store_wait };
     target::set_bounds(file.store_bounds(&flags)?);
     if let Some(url) = cli.server.clone() {
         return run_remote(cli, &url).await;

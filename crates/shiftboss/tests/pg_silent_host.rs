@@ -54,10 +54,7 @@ async fn a_silent_first_host_is_given_up_and_the_second_used() {
     let t = Instant::now();
     store.task_counts().await.expect("the second host answers");
     let waited = t.elapsed();
-    assert!(
-        waited >= CONNECT_TIMEOUT,
-        "the first host was skipped after {waited:?}, so the call cannot have tried it"
-    );
+    assert!(waited >= CONNECT_TIMEOUT, "the first host was skipped after {waited:?}, so the call cannot have tried it");
     assert!(waited < CONNECT_TIMEOUT + SLACK, "the second host was reached after {waited:?}");
     // And calls go on at once: the silent host's connections left the pool with the first timeout.
     let t = Instant::now();

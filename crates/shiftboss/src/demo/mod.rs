@@ -10,11 +10,11 @@ mod summary;
 pub mod workflow;
 
 use crate::fake_services::{self as services, FaultRates, Ledger, ledger};
+use crate::patient::{Patient, Waiter};
 use crate::target::DbTarget;
 use anyhow::{Context, bail};
 use clap::Args;
 use shiftboss_core::InstanceId;
-use crate::patient::{Patient, Waiter};
 use shiftboss_engine::{Engine, EngineConfig, EngineError, HttpAgent, Outbound, OutboundConfig};
 use shiftboss_store::{Store, SubmitTask};
 use std::path::PathBuf;
