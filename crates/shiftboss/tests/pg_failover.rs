@@ -106,7 +106,8 @@ impl Clusters {
         self.dir.join("standby")
     }
 
-    fn start(bin: PathBuf) -> Clusters {
+    /// `synchronous`: whether commits wait for the standby.
+    fn start(bin: PathBuf, synchronous: bool) -> Clusters {
         let dir = std::env::temp_dir().join(format!("sbfo-{}-{}", std::process::id(), fastrand::u32(..)));
         std::fs::create_dir_all(&dir).unwrap();
         let c = Clusters { bin, dir, primary_port: free_port(), standby_port: free_port() };
@@ -116,10 +117,11 @@ impl Clusters {
         as_postgres(&c.bin, "initdb", &["-D", ps, "-U", "postgres", "-A", "trust", "--no-sync"]);
         let conf = format!(
             "port = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\nwal_level = replica\n\
-             max_wal_senders = 5\nsynchronous_standby_names = 'standby1'\nsynchronous_commit = on\nfsync = off\n\
+             max_wal_senders = 5\nsynchronous_standby_names = '{}'\nsynchronous_commit = on\nfsync = off\n\
              max_connections = 60\nshared_buffers = 32MB\n",
             c.primary_port,
-            c.dir.display()
+            c.dir.display(),
+            if synchronous { "standby1" } else { "" }
         );
         append(&p.join("postgresql.conf"), &conf);
         c.pg_ctl(&p, "start");
@@ -190,11 +192,16 @@ async fn query_i64(url: &str, sql: &str) -> Option<i64> {
 enum Fault {
     Crash,
     Freeze,
+    /// Asynchronous replication, the standby cut off (the primary's WAL sender stopped) while the primary
+    /// acknowledges more, then the primary crashed: the promoted standby lacks acknowledged work.
+    AsyncCrash,
 }
 
 struct Outcome {
     /// From the promotion to the first step completed after it.
     first_step: Duration,
+    /// Acknowledged tasks the promoted standby lacked.
+    lost: usize,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -207,6 +214,13 @@ async fn a_frozen_primary_fails_over() {
     failovers(Fault::Freeze).await;
 }
 
+/// The lost tasks, submitted again under their keys, apply nothing twice: their steps call the
+/// service with the keys they used before the failover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lost_work_resubmitted_under_its_keys_applies_nothing_twice() {
+    failovers(Fault::AsyncCrash).await;
+}
+
 async fn failovers(fault: Fault) {
     let Some(bin) = pg_bin() else {
         assert!(!under_ci(), "the failover test needs PostgreSQL's server binaries under CI");
@@ -215,19 +229,23 @@ async fn failovers(fault: Fault) {
     };
     let runs: usize = std::env::var("SHIFTBOSS_FAILOVERS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
     let mut times = Vec::new();
+    let mut lost = 0;
     for _ in 0..runs {
-        times.push(one_failover(&bin, fault).await.first_step);
+        let o = one_failover(&bin, fault).await;
+        times.push(o.first_step);
+        lost += o.lost;
     }
     times.sort();
     eprintln!(
-        "failover ({fault:?}, {runs} runs): promotion to first step completed p50 {:?}, max {:?}",
+        "failover ({fault:?}, {runs} runs): promotion to first step completed p50 {:?}, max {:?}; acknowledged \
+         tasks missing after promotion: {lost}; effects applied twice: 0",
         times[times.len() / 2],
         times[times.len() - 1]
     );
 }
 
 async fn one_failover(bin: &Path, fault: Fault) -> Outcome {
-    let clusters = Clusters::start(bin.to_path_buf());
+    let clusters = Clusters::start(bin.to_path_buf(), fault != Fault::AsyncCrash);
     let logs = tempfile::tempdir().unwrap();
     let opts = PgOptions {
         schema: SCHEMA.into(),
@@ -240,7 +258,12 @@ async fn one_failover(bin: &Path, fault: Fault) -> Outcome {
     store.register_workflow(&order_workflow("5s")).await.unwrap();
     // Item 5 against a real standby: commits wait for it.
     let r = store.replication().await.unwrap().unwrap();
-    assert_eq!((r.standbys, r.synchronous_standbys, r.warning()), (1, 1, None), "{r:?}");
+    if fault == Fault::AsyncCrash {
+        assert_eq!((r.standbys, r.synchronous_standbys), (1, 0), "{r:?}");
+        assert!(r.warning().is_some(), "an asynchronous standby is warned of: {r:?}");
+    } else {
+        assert_eq!((r.standbys, r.synchronous_standbys, r.warning()), (1, 1, None), "{r:?}");
+    }
 
     let service = Service::start(Duration::from_millis(20)).await;
     let db = format!("{}&schema={SCHEMA}", clusters.multi_url());
@@ -285,7 +308,8 @@ async fn one_failover(bin: &Path, fault: Fault) -> Outcome {
                     }
                 }
                 acknowledged.lock().unwrap().push(key);
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // Slower than the schedulers: submissions go on across the fault.
+                tokio::time::sleep(Duration::from_millis(150)).await;
             }
         })
     };
@@ -293,14 +317,31 @@ async fn one_failover(bin: &Path, fault: Fault) -> Outcome {
     let standby_url = clusters.url(clusters.standby_port);
     let processed = format!("SELECT count(*) FROM {SCHEMA}.steps WHERE state = 'processed'");
     wait_for("steps done before the fault", Duration::from_secs(60), || async {
-        query_i64(&primary_url, &processed).await.unwrap_or(0) >= 15
+        query_i64(&primary_url, &processed).await.unwrap_or(0) >= 6
     })
     .await;
 
+    if fault == Fault::AsyncCrash {
+        // The primary stops sending to the standby (its WAL sender is stopped, so nothing more
+        // reaches the socket either) and goes on acknowledging without it.
+        let sender: Vec<i32> = cluster_pids(&clusters.primary())
+            .into_iter()
+            .filter(|p| std::fs::read_to_string(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.contains("walsender")))
+            .collect();
+        assert_eq!(sender.len(), 1, "the primary's WAL sender");
+        signal_all(&sender, "STOP");
+        let cut = query_i64(&primary_url, &processed).await.unwrap();
+        let submitted = acknowledged.lock().unwrap().len();
+        wait_for("work the standby does not have", Duration::from_secs(60), || async {
+            query_i64(&primary_url, &processed).await.unwrap_or(0) >= cut + 10
+                && acknowledged.lock().unwrap().len() >= submitted + 5
+        })
+        .await;
+    }
     let pids = cluster_pids(&clusters.primary());
     assert!(pids.len() > 2, "the primary's processes: {pids:?}");
     match fault {
-        Fault::Crash => signal_all(&pids, "KILL"),
+        Fault::Crash | Fault::AsyncCrash => signal_all(&pids, "KILL"),
         Fault::Freeze => signal_all(&pids, "STOP"),
     }
     // A serve process stopped while the store does not answer ends within its grace plus the bound.
@@ -331,6 +372,28 @@ async fn one_failover(bin: &Path, fault: Fault) -> Outcome {
     stop.store(true, Ordering::Relaxed);
     let keys = acknowledged.lock().unwrap().clone();
     assert_eq!(keys.len(), ORDERS);
+    // What an application does after a failover that may have lost commits: submit again what it
+    // was told of, under the same keys. Under synchronous replication each finds its task.
+    let mut lost = 0;
+    for (n, key) in keys.iter().enumerate() {
+        let task = SubmitTask {
+            key: key.clone(),
+            workflow: "order".into(),
+            version: None,
+            input: json!({"n": n}),
+            priority: 0,
+            actor: "test".into(),
+        };
+        if store.submit_task(task).await.unwrap().created {
+            lost += 1;
+        }
+    }
+    eprintln!("{fault:?}: {lost} acknowledged tasks were missing after the promotion and were submitted again");
+    if fault == Fault::AsyncCrash {
+        assert!(lost >= 5, "the standby was cut off while 5 submissions were acknowledged; {lost} were lost");
+    } else {
+        assert_eq!(lost, 0, "synchronous replication lost acknowledged tasks");
+    }
     let completed = format!("SELECT count(*) FROM {SCHEMA}.tasks WHERE state = 'completed'");
     wait_for("every acknowledged order completed", Duration::from_secs(90), || async {
         query_i64(&standby_url, &completed).await.unwrap_or(0) == ORDERS as i64
@@ -345,10 +408,12 @@ async fn one_failover(bin: &Path, fault: Fault) -> Outcome {
     assert!(unknown.is_empty(), "keys that name no step of work: {unknown:?}");
     assert_eq!(seen.len(), expected.len(), "every step of work called its service under one key");
     assert!(service.overlapping_keys().is_empty(), "a step ran twice at once");
+    let again = seen.values().filter(|k| k.requests > 1).count();
+    eprintln!("{fault:?}: {again} steps called their service more than once, each time under its one key");
     for s in &mut serves {
         assert!(s.is_running(), "serve {} exited:\n{}", s.instance, s.log());
     }
     drop(serves);
     drop(store);
-    Outcome { first_step }
+    Outcome { first_step, lost }
 }
