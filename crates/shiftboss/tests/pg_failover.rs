@@ -6,7 +6,7 @@
 //! promotion; a `serve` sent SIGTERM while the store is frozen ends within its grace plus the
 //! bound. The clusters are stopped and removed when the test ends, also when it fails.
 //!
-//! The server binaries run as the `postgres` user (initdb refuses root). Without them (no
+//! Under root the server binaries run as the `postgres` user (initdb refuses root). Without them (no
 //! `/usr/lib/postgresql/*/bin/initdb`), the test says so and passes outside CI, fails under CI.
 //! `SHIFTBOSS_FAILOVERS=N` repeats each case N times and prints the promotion-to-first-step times.
 
@@ -47,14 +47,22 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// Runs a server binary as `postgres`; panics with its output when it fails.
+/// True when the test runs as root: initdb refuses root, so the server binaries then run as
+/// `postgres` (the packages' user); otherwise as the test's own user.
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+}
+
+/// Runs a server binary (as `postgres` under root); panics with its output when it fails.
 fn as_postgres(bin: &Path, tool: &str, args: &[&str]) {
-    let out = Command::new("runuser")
-        .args(["-u", "postgres", "--"])
-        .arg(bin.join(tool))
-        .args(args)
-        .output()
-        .expect("runuser runs");
+    let mut c = if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(bin.join(tool));
+        c
+    } else {
+        Command::new(bin.join(tool))
+    };
+    let out = c.args(args).output().expect("the server binary runs");
     assert!(
         out.status.success(),
         "{tool} {args:?}: {}\n{}",
@@ -111,7 +119,9 @@ impl Clusters {
         let dir = std::env::temp_dir().join(format!("sbfo-{}-{}", std::process::id(), fastrand::u32(..)));
         std::fs::create_dir_all(&dir).unwrap();
         let c = Clusters { bin, dir, primary_port: free_port(), standby_port: free_port() };
-        assert!(Command::new("chown").args(["postgres:"]).arg(&c.dir).status().unwrap().success());
+        if is_root() {
+            assert!(Command::new("chown").args(["postgres:"]).arg(&c.dir).status().unwrap().success());
+        }
         let (p, s) = (c.primary(), c.standby());
         let (ps, ss) = (p.to_str().unwrap(), s.to_str().unwrap());
         as_postgres(&c.bin, "initdb", &["-D", ps, "-U", "postgres", "-A", "trust", "--no-sync"]);
