@@ -35,17 +35,13 @@ struct Cli {
     /// A PEM file of CA certificates to trust, besides the system's, for an https:// --server.
     #[arg(long, global = true, env = "SHIFTBOSS_SERVER_CA", value_name = "FILE")]
     server_ca: Option<PathBuf>,
-    /// The longest one transaction on the state store may take (PostgreSQL: the session's
-    /// statement_timeout too) [config: store.timeout; default: 10s].
+    /// The longest one store transaction may take (config store.timeout; default 10s).
     #[arg(long, global = true, env = "SHIFTBOSS_STORE_TIMEOUT", value_name = "DURATION", value_parser = humantime::parse_duration)]
     store_timeout: Option<Duration>,
-    /// How long one host of a postgres:// URL may take to accept a connection before the next is
-    /// tried [config: store.connect_timeout; default: 5s].
+    /// How long one host of a postgres:// URL may take to connect (default 5s).
     #[arg(long, global = true, env = "SHIFTBOSS_STORE_CONNECT_TIMEOUT", value_name = "DURATION", value_parser = humantime::parse_duration)]
-    store_connect_timeout: Option<Duration>,
-    /// How long a command rides out a state store out of reach (a failover), trying again with
-    /// backoff; 0s: fail at once. `serve` waits for as long as it runs [config: store.wait;
-    /// default: 30s].
+    store_connect: Option<Duration>,
+    /// How long a command waits for a store out of reach, retrying (default 30s; 0s: none).
     #[arg(long, global = true, env = "SHIFTBOSS_STORE_WAIT", value_name = "DURATION", value_parser = humantime::parse_duration)]
     store_wait: Option<Duration>,
     /// A TOML config file; flags and environment variables override what it says.
@@ -98,8 +94,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         None => FileConfig::default(),
     };
     file.apply_env()?;
-    let flags =
-        StoreSection { timeout: cli.store_timeout, connect_timeout: cli.store_connect_timeout, wait: cli.store_wait };
+    let flags = StoreSection { timeout: cli.store_timeout, connect_timeout: cli.store_connect, wait: cli.store_wait };
     target::set_bounds(file.store_bounds(&flags)?);
     if let Some(url) = cli.server.clone() {
         return run_remote(cli, &url).await;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 pub const DEFAULT_DB: &str = "./shiftboss.db";
 
-/// How long a command waits on the state store: `--store-timeout`, `--store-connect-timeout` and
+/// How long a command waits on the state store: `--store-timeout`, `--store-connect` and
 /// `--store-wait`, or the config file's `[store]` section. Set once by `main` for the whole process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreBounds {

@@ -283,7 +283,7 @@ async fn one_failover(bin: &Path, fault: Fault) -> Outcome {
                 .service(&service.url)
                 .arg("--store-timeout")
                 .arg(STORE_TIMEOUT)
-                .arg("--store-connect-timeout")
+                .arg("--store-connect")
                 .arg(CONNECT_TIMEOUT)
                 .spawn(logs.path())
         })
