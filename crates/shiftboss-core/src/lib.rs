@@ -25,6 +25,7 @@ pub mod breaker;
 pub mod buckets;
 pub mod decider;
 pub mod expr;
+pub mod idempotency;
 pub mod ids;
 pub mod jobs;
 pub mod model;

@@ -22,6 +22,13 @@
 //!
 //! Agents with a concurrency or rate limit are claimed on their own, within what the limit leaves
 //! (see `limits`).
+//!
+//! The lease token grows by 1 plus a random number below 2^31 at each claim, not by 1 (issue 26):
+//! a standby promoted without the last commits has the step's older token, and a claim counted
+//! up from it would hand out again a token that a holder of the lost claim still carries, whose
+//! reply would then be taken for the new claim's. Random steps make that a 1-in-2^31 chance
+//! while tokens still grow, as the fence's readers (and the chaos audit) expect. 2^32 claims of
+//! one step fit below i64::MAX.
 
 use crate::limits::{Allowances, lock_limited};
 use crate::next::next_claimable_expr;
@@ -63,7 +70,7 @@ WITH clock AS MATERIALIZED (
 ), claimed AS (
     UPDATE steps s SET state = 'processing', locked_by = $1,
            complete_by = c.now + least(s.timeout_ms, coalesce(s.response_timeout_ms, s.timeout_ms)),
-           claimed_at = c.now, lease_token = s.lease_token + 1, attempts = s.attempts + 1, updated_at = c.now
+           claimed_at = c.now, lease_token = s.lease_token + 1 + floor(random() * 2147483648)::bigint, attempts = s.attempts + 1, updated_at = c.now
       FROM clock c
      WHERE s.id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING s.id, s.task_id, s.name, s.agent, s.lease_token, s.complete_by, s.attempts, s.input, s.config,

@@ -252,7 +252,7 @@ async fn insert_steps_and_events(
     if new.is_empty() {
         return Ok(());
     }
-    let rows: Vec<StepRow> = new.iter().map(|&(i, _)| batch[i].step_row(t.now)).collect();
+    let rows: Vec<StepRow> = new.iter().map(|&(i, _)| batch[i].step_row(&keys[i], t.now)).collect();
     // A job due later rings too: a sleeping scheduler's next due time may now be earlier.
     if rows.iter().any(|r| r.queues_work(StepState::Pending)) {
         t.mark_queued();

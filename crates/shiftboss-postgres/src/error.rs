@@ -80,6 +80,9 @@ pub fn first_cause(errors: impl IntoIterator<Item = Option<StoreError>>) -> Stor
 
 pub fn pool_err(e: PoolError) -> StoreError {
     match e {
+        // A new connection that failed without a server's answer (every host refused it, or was
+        // silent past its bound): the store is out of reach, not broken.
+        PoolError::Backend(e) if e.as_db_error().is_none() => StoreError::Unavailable(e.to_string()),
         PoolError::Backend(e) => map_err(e),
         PoolError::Timeout(t) => StoreError::Unavailable(format!("no database connection within the timeout ({t:?})")),
         PoolError::Closed => StoreError::Unavailable("the connection pool is closed".into()),

@@ -47,6 +47,7 @@ mod ahead;
 mod archive;
 mod begin;
 mod claim;
+mod connect;
 mod enqueue;
 mod error;
 mod expire;
@@ -60,6 +61,7 @@ mod next;
 mod planner;
 mod query;
 mod reconcile;
+mod replication;
 mod replies;
 mod reply_set;
 mod rows;
@@ -87,7 +89,7 @@ use shiftboss_store::advance;
 use shiftboss_store::*;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_postgres::{IsolationLevel, NoTls};
+use tokio_postgres::IsolationLevel;
 use tx::{Conn, DefCache, Tx};
 
 /// How to connect to the database and which schema holds the store.
@@ -101,9 +103,16 @@ pub struct PgOptions {
     /// Apply missing migrations at connect (creating the schema if needed). When false, connect
     /// only checks that the schema is at this build's version, and changes nothing.
     pub run_migrations: bool,
-    /// How long to wait for a new connection, and for a free one when all are in use, before the
-    /// call fails as `Unavailable`.
+    /// How long one host may take to accept a new connection (TCP, startup, authentication and the
+    /// URL's `target_session_attrs` check) before the next host of a multi-host URL is tried. A
+    /// primary that is frozen (its processes stopped, its sockets open) is given up after this.
     pub connect_timeout: Duration,
+    /// The longest any one transaction or statement of the store may take, and the longest a call
+    /// waits for a free connection when all are in use: the client gives up then (the call fails as `Unavailable`, and the
+    /// connections the pool holds are closed, as they likely lead to the same silent server),
+    /// and the server's `statement_timeout` is set to it too, so that it stops work nobody waits
+    /// for. Migrations are exempt.
+    pub store_timeout: Duration,
     /// How long a connection may go unanswered (data sent and not acknowledged, or keepalive
     /// probes unanswered) before the client drops it: a statement on a silent network fails then
     /// instead of waiting for the kernel's retransmissions (about 15 minutes).
@@ -119,7 +128,8 @@ impl Default for PgOptions {
             schema: "shiftboss".into(),
             pool_size: 8,
             run_migrations: true,
-            connect_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(5),
+            store_timeout: Duration::from_secs(10),
             network_timeout: Duration::from_secs(30),
             idle_in_transaction_timeout: Duration::from_secs(60),
         }
@@ -140,6 +150,10 @@ struct Inner {
     schema: String,
     /// Counts bulk inserts, to analyze when they outgrow the planner's statistics.
     freshness: Arc<planner::Freshness>,
+    /// See [`PgOptions::store_timeout`].
+    store_timeout: Duration,
+    /// See [`PgOptions::connect_timeout`]: for the LISTEN connections.
+    connect_timeout: Duration,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -161,9 +175,10 @@ impl PostgresStore {
         let mut config: tokio_postgres::Config =
             url.parse().map_err(|e| StoreError::InvalidInput(format!("database URL: {e}")))?;
         let search_path = format!(
-            "-c search_path={} -c idle_in_transaction_session_timeout={}",
+            "-c search_path={} -c idle_in_transaction_session_timeout={} -c statement_timeout={}",
             opts.schema,
-            opts.idle_in_transaction_timeout.as_millis()
+            opts.idle_in_transaction_timeout.as_millis(),
+            opts.store_timeout.as_millis()
         );
         let options = match config.get_options() {
             Some(o) if !o.is_empty() => format!("{o} {search_path}"),
@@ -183,13 +198,17 @@ impl PostgresStore {
         if config.get_application_name().is_none() {
             config.application_name("shiftboss");
         }
+        // Each host within its own bound (see `connect`); the pool's bound on a new connection
+        // covers them all, one after the other.
+        let connector = connect::PerHost { timeout: opts.connect_timeout };
+        let all_hosts = opts.connect_timeout * connect::host_count(&config) as u32 + Duration::from_secs(1);
         let manager =
-            Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+            Manager::from_connect(config.clone(), connector, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(opts.pool_size.max(1))
             .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(opts.connect_timeout))
-            .create_timeout(Some(opts.connect_timeout))
+            .wait_timeout(Some(opts.store_timeout))
+            .create_timeout(Some(all_hosts))
             .build()
             .map_err(|e| StoreError::InvalidInput(format!("connection pool: {e}")))?;
         let store = PostgresStore {
@@ -200,13 +219,16 @@ impl PostgresStore {
                 clock,
                 schema: opts.schema.clone(),
                 freshness: Default::default(),
+                store_timeout: opts.store_timeout,
+                connect_timeout: opts.connect_timeout,
             }),
         };
         if opts.run_migrations {
             store.migrate().await?;
         } else {
             let c = store.inner.pool.get().await.map_err(pool_err)?;
-            migrate::check(&c, &store.inner.schema).await?;
+            let schema = store.inner.schema.clone();
+            store.bounded(async move { migrate::check(&c, &schema).await }).await?;
         }
         Ok(store)
     }
@@ -229,6 +251,32 @@ impl PostgresStore {
     /// a write costs its own statements plus two round trips.
     async fn write<T>(&self, f: impl AsyncFnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
         let c = self.inner.pool.get().await.map_err(pool_err)?;
+        self.bounded(self.write_on(c, f)).await
+    }
+
+    /// Runs `call`, the statements of one call on a connection it holds, within
+    /// [`PgOptions::store_timeout`]. When the database does not answer in time, the call's
+    /// connection is dropped (a write's is closed, see `begin`) and the pool's idle connections are
+    /// closed too: they lead to the same server, likely as silent (a frozen primary, a cut
+    /// network), and each would hold its next caller for the whole bound again. The next call
+    /// connects afresh, host by host, and so finds a promoted standby.
+    async fn bounded<T>(&self, call: impl Future<Output = Result<T>>) -> Result<T> {
+        // A statement of its own, so that the call (and the connection it owns) is dropped, back
+        // to the pool, before the pool is emptied below.
+        let answered = tokio::time::timeout(self.inner.store_timeout, call).await;
+        match answered {
+            Ok(r) => r,
+            Err(_) => {
+                self.inner.pool.retain(|_, _| false);
+                Err(StoreError::Unavailable(format!(
+                    "the database did not answer within {:?}",
+                    self.inner.store_timeout
+                )))
+            }
+        }
+    }
+
+    async fn write_on<T>(&self, c: deadpool_postgres::Object, f: impl AsyncFnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
         let (mut w, now) = begin::WriteConn::begin(c, &self.inner.clock).await?;
         let client = w.client()?;
         let t = Tx::new(Conn::new(client, w.cache()), now, &self.inner.defs);
@@ -269,23 +317,26 @@ impl PostgresStore {
     /// Runs `f` in one REPEATABLE READ READ ONLY transaction: every statement sees one snapshot.
     async fn snapshot<T>(&self, f: impl AsyncFnOnce(Conn<'_>) -> Result<T>) -> Result<T> {
         let mut c = self.inner.pool.get().await.map_err(pool_err)?;
-        let tx = c
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .map_err(map_err)?;
-        let out = f(Conn::new(tx.client(), Some(&tx.statement_cache))).await?;
-        // Nothing was written: the commit only ends the snapshot.
-        tx.commit().await.map_err(map_err)?;
-        Ok(out)
+        self.bounded(async move {
+            let tx = c
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await
+                .map_err(map_err)?;
+            let out = f(Conn::new(tx.client(), Some(&tx.statement_cache))).await?;
+            // Nothing was written: the commit only ends the snapshot.
+            tx.commit().await.map_err(map_err)?;
+            Ok(out)
+        })
+        .await
     }
 
     /// Runs one statement's read outside any explicit transaction.
     async fn read<T>(&self, f: impl AsyncFnOnce(Conn<'_>) -> Result<T>) -> Result<T> {
         let c = self.inner.pool.get().await.map_err(pool_err)?;
-        f(Conn::new(&c, Some(&c.statement_cache))).await
+        self.bounded(async move { f(Conn::new(&c, Some(&c.statement_cache))).await }).await
     }
 }
 
@@ -403,7 +454,11 @@ impl Store for PostgresStore {
             // One statement commits on its own: a crash before it has sent nothing, after it the
             // claim is committed, as for a transaction's commit.
             fault::reached(fault::FaultPoint::BeforeCommit);
-            let work = claim::claim_work_at_once(&Conn::new(&c, Some(&c.statement_cache)), &p, manual).await?;
+            let work = self
+                .bounded(async move {
+                    claim::claim_work_at_once(&Conn::new(&c, Some(&c.statement_cache)), &p, manual).await
+                })
+                .await?;
             fault::reached(fault::FaultPoint::AfterCommit);
             return Ok(work);
         }
@@ -544,7 +599,8 @@ impl Store for PostgresStore {
     }
 
     fn subscribe_due_work(&self, wake: WakeFn) -> Subscription {
-        listen::subscribe(self.inner.config.clone(), listen::channel(&self.inner.schema), wake)
+        let bounds = listen::Bounds { connect: self.inner.connect_timeout, answer: self.inner.store_timeout };
+        listen::subscribe(self.inner.config.clone(), bounds, listen::channel(&self.inner.schema), wake)
     }
 
     /// Half the pool, at most four: commits of separate transactions flush together, and the
@@ -655,6 +711,11 @@ impl Store for PostgresStore {
     /// The outbox trigger rings the schema's outbox channel at the commit of a transaction that
     /// wrote deliveries, whichever process wrote it.
     fn subscribe_deliveries(&self, wake: WakeFn) -> Subscription {
-        listen::subscribe(self.inner.config.clone(), webhooks::channel(&self.inner.schema), wake)
+        let bounds = listen::Bounds { connect: self.inner.connect_timeout, answer: self.inner.store_timeout };
+        listen::subscribe(self.inner.config.clone(), bounds, webhooks::channel(&self.inner.schema), wake)
+    }
+
+    async fn replication(&self) -> Result<Option<Replication>> {
+        self.read(async |c| replication::read(c).await).await.map(Some)
     }
 }

@@ -12,13 +12,16 @@
 //!
 //! The listening connection is not from the pool: it is held for as long as the subscription
 //! lives. When it drops (a restart, `pg_terminate_backend`), it reconnects with backoff and rings
-//! once on every reconnect, because notifications sent while it was away are lost.
+//! once on every reconnect, because notifications sent while it was away are lost. A server that
+//! goes silent (a frozen primary, a cut network) ends nothing and sends nothing, so a connection
+//! that heard nothing for a while asks the server for an answer, and reconnects (host by host,
+//! finding a promoted standby) when none comes within the store's bound.
 
 use shiftboss_store::{Subscription, WakeFn};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
 /// The channel of a schema's due-work notifications.
 pub fn channel(schema: &str) -> String {
@@ -46,11 +49,21 @@ impl Drop for AbortOnDrop {
     }
 }
 
-pub fn subscribe(config: tokio_postgres::Config, channel: String, wake: WakeFn) -> Subscription {
+/// How long a LISTEN connection waits on its server.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// One host's connect (see `connect`).
+    pub connect: Duration,
+    /// Both how long it stays quiet before it asks the server for an answer, and how long it waits
+    /// for that answer.
+    pub answer: Duration,
+}
+
+pub fn subscribe(config: tokio_postgres::Config, bounds: Bounds, channel: String, wake: WakeFn) -> Subscription {
     let task = tokio::spawn(async move {
         let mut backoff = Duration::from_millis(50);
         loop {
-            if listen(&config, &channel, &wake).await {
+            if listen(&config, bounds, &channel, &wake).await {
                 backoff = Duration::from_millis(50);
             }
             // While no connection listens, notifications are lost: look once, then reconnect.
@@ -63,8 +76,8 @@ pub fn subscribe(config: tokio_postgres::Config, channel: String, wake: WakeFn) 
 }
 
 /// Listens until the connection ends. True if it got as far as listening.
-async fn listen(config: &tokio_postgres::Config, channel: &str, wake: &WakeFn) -> bool {
-    let Ok((client, mut connection)) = config.connect(NoTls).await else { return false };
+async fn listen(config: &tokio_postgres::Config, bounds: Bounds, channel: &str, wake: &WakeFn) -> bool {
+    let Ok((client, mut connection)) = crate::connect::connect(config, bounds.connect).await else { return false };
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
     // The connection must be driven for LISTEN to run and for notifications to arrive.
     let _driver = AbortOnDrop(tokio::spawn(async move {
@@ -80,13 +93,25 @@ async fn listen(config: &tokio_postgres::Config, channel: &str, wake: &WakeFn) -
             }
         }
     }));
-    if client.batch_execute(&format!("LISTEN \"{channel}\"")).await.is_err() {
+    let listen = format!("LISTEN \"{channel}\"");
+    if !matches!(tokio::time::timeout(bounds.answer, client.batch_execute(&listen)).await, Ok(Ok(()))) {
         return false;
     }
     // Listening now: anything that became due before this point is found by one look.
     wake();
-    while rx.recv().await.is_some() {
-        wake();
+    loop {
+        tokio::select! {
+            rung = rx.recv() => match rung {
+                Some(()) => wake(),
+                None => return true,
+            },
+            () = tokio::time::sleep(bounds.answer) => {
+                let asked = tokio::time::timeout(bounds.answer, client.simple_query("SELECT 1")).await;
+                if !matches!(asked, Ok(Ok(_))) {
+                    tracing::warn!("the due-work channel's server did not answer; reconnecting");
+                    return true;
+                }
+            }
+        }
     }
-    true
 }

@@ -25,6 +25,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (10, "0010_agent_workers", include_str!("migrations/0010_agent_workers.sql")),
     (11, "0011_webhooks", include_str!("migrations/0011_webhooks.sql")),
     (12, "0012_event_stream", include_str!("migrations/0012_event_stream.sql")),
+    (13, "0013_task_generation", include_str!("migrations/0013_task_generation.sql")),
 ];
 
 /// The schema version this build writes and reads.
@@ -91,6 +92,9 @@ pub async fn check(c: &Client, schema: &str) -> Result<(), StoreError> {
 /// Returns how many were applied.
 pub async fn migrate(c: &mut Client, schema: &str) -> Result<usize, StoreError> {
     let tx = c.transaction().await.map_err(map_err)?;
+    // Migrations may wait on another process's (the lock) and rewrite large tables: the store's
+    // statement timeout is for its calls, not for these.
+    tx.batch_execute("SET LOCAL statement_timeout = 0").await.map_err(map_err)?;
     tx.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", &[&LOCK_CLASS, &schema]).await.map_err(map_err)?;
     // Read after the lock: another process may have migrated while this one waited.
     let from = match inspect(tx.client(), schema).await? {

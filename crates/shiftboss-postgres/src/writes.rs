@@ -20,7 +20,7 @@ use tokio_postgres::Row;
 
 /// The columns [`task_row`] reads, in its order.
 pub const TASK_ROW_COLUMNS: &str =
-    "state, workflow, workflow_version, input, task_key, priority, depth, parent_task_id IS NOT NULL";
+    "state, workflow, workflow_version, input, task_key, priority, depth, parent_task_id IS NOT NULL, generation";
 
 /// A [`TaskRow`] from [`TASK_ROW_COLUMNS`], starting at column `at`.
 pub fn task_row(row: &Row, at: usize) -> Result<TaskRow, StoreError> {
@@ -33,6 +33,7 @@ pub fn task_row(row: &Row, at: usize) -> Result<TaskRow, StoreError> {
         priority: get(row, at + 5)?,
         depth: i64::from(get::<i32>(row, at + 6)?),
         is_child: get(row, at + 7)?,
+        generation: get(row, at + 8)?,
     })
 }
 
@@ -384,6 +385,11 @@ impl WriteTx for Tx<'_> {
             .query_opt("DELETE FROM steps WHERE task_id = $1 AND name = $2 RETURNING kind", &[&task.0, &name])
             .await?;
         row.map(|r| kind_of(get(&r, 0)?)).transpose()
+    }
+
+    async fn bump_generation(&self, task: TaskId) -> Result<(), StoreError> {
+        self.execute("UPDATE tasks SET generation = generation + 1 WHERE id = $1", &[&task.0]).await?;
+        Ok(())
     }
 
     async fn finish_step(&self, task: TaskId, name: &str, output: &Value) -> Result<(), StoreError> {

@@ -291,3 +291,35 @@ async fn an_insert_waiting_on_an_archiver_finds_the_key_in_history() {
         assert_eq!(holders(&s, &key).await, 1);
     }
 }
+
+/// Issue 26: what a standby promoted without the last commits cannot repeat. A job's step calls
+/// its handler with a key made from the job's key (the job enqueued again under its key after the
+/// lost write sends the same one), and a first claim's lease token is not 1 (the token a claim
+/// lost with the old primary's history most likely held), nor its neighbours' tokens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_keys_come_from_the_job_and_lease_tokens_are_not_counted() {
+    let Some(url) = test_db() else { return };
+    let s = TestSchema::migrated(&url).await;
+    let store = PostgresStore::connect(&url, &s.options(false)).await.unwrap();
+    store.enqueue_jobs(jobs((0..20).map(|n| job(&format!("mail-{n}"), n)).collect())).await.unwrap();
+    let p = ClaimDueSteps {
+        instance: id("server"),
+        limit: 100,
+        agents: vec![MAIL.into()],
+        buckets: None,
+        domains: vec![],
+        limits: vec![],
+    };
+    let claimed = store.claim_due_steps(p).await.unwrap();
+    assert_eq!(claimed.len(), 20);
+    let mut tokens = std::collections::HashSet::new();
+    for c in &claimed {
+        let job = store.find_job(JobRef::Id(c.task_id)).await.unwrap().unwrap();
+        assert_eq!(c.idempotency_key, shiftboss_core::idempotency::step_key(&job.key, "run", 0));
+        tokens.insert(c.lease_token.0);
+    }
+    // Each is 1 plus a random number below 2^31: twenty of them meet, or one is 1, about once in
+    // ten million runs.
+    assert_eq!(tokens.len(), 20, "{tokens:?}");
+    assert!(!tokens.contains(&1), "{tokens:?}");
+}

@@ -54,7 +54,7 @@ fn enqueue_one(t: &Tx<'_>, j: &EnqueueJob, actor: &str) -> Result<Submitted, Sto
     .and_then(|mut st| st.execute(params![key, workflow, j.priority, j.params.to_string(), t.now.0, bucket]))
     .map_err(map_err)?;
     let task_id = TaskId(t.tx.last_insert_rowid());
-    let row = j.step_row(t.now);
+    let row = j.step_row(&key, t.now);
     insert_row(t, task_id, jobs::STEP, StepState::Pending, None, &row)?;
     let detail = json!({"key": key, "workflow": workflow, "version": 1, "handler": j.handler, "due_at": row.due_at});
     t.event(task_id, None, ev::TASK_RECEIVED, EventLevel::Info, actor, detail)?;

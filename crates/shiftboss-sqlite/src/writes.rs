@@ -34,7 +34,8 @@ pub fn run_now<T>(op: impl Future<Output = Result<T, StoreError>>) -> Result<T, 
 
 pub fn load_task(t: &Tx<'_>, task_id: TaskId) -> Result<TaskRow, StoreError> {
     t.tx.prepare_cached(
-        "SELECT state, workflow, workflow_version, input, task_key, priority, depth, parent_task_id IS NOT NULL
+        "SELECT state, workflow, workflow_version, input, task_key, priority, depth, parent_task_id IS NOT NULL,
+                generation
          FROM tasks WHERE id = ?1",
     )
     .and_then(|mut st| {
@@ -48,6 +49,7 @@ pub fn load_task(t: &Tx<'_>, task_id: TaskId) -> Result<TaskRow, StoreError> {
                 priority: r.get(5)?,
                 depth: r.get(6)?,
                 is_child: r.get(7)?,
+                generation: r.get(8)?,
             })
         })
         .optional()
@@ -445,6 +447,14 @@ impl WriteTx for Tx<'_> {
             .optional()
             .map_err(map_err)?;
         kind.map(|k| kind_of(&k)).transpose()
+    }
+
+    async fn bump_generation(&self, task: TaskId) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached("UPDATE tasks SET generation = generation + 1 WHERE id = ?1")
+            .and_then(|mut st| st.execute([task.0]))
+            .map_err(map_err)?;
+        Ok(())
     }
 
     async fn finish_step(&self, task: TaskId, name: &str, output: &Value) -> Result<(), StoreError> {

@@ -221,7 +221,7 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, shiftboss_sqlite::SCHEMA_VERSION);
-    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 15);
+    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 16);
     // Migration 15: history's events are indexed by id, for event streams that resume from an id.
     let by_id: i64 = c
         .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'events_history_id'", [], |r| {
@@ -252,6 +252,11 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
         )
         .unwrap();
     assert_eq!(trigger, 1);
+    // Migration 16: the old task is at generation 0, in history's column order too.
+    let generation: i64 = c.query_row("SELECT generation FROM tasks WHERE task_key = 'old'", [], |r| r.get(0)).unwrap();
+    assert_eq!(generation, 0);
+    let hot: Vec<String> = columns(&c, "tasks");
+    assert_eq!(hot, columns(&c, "tasks_history"), "history keeps the hot table's columns, in order");
     // Migration 5: events are indexed by kind only for the rare kinds the summary counts.
     let indexes: Vec<String> = c
         .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' ORDER BY name")
@@ -317,4 +322,9 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     .await
     .unwrap();
     assert!(submitted.task_id.0 > old.id.0, "ids keep growing across the rebuild");
+}
+
+fn columns(c: &rusqlite::Connection, table: &str) -> Vec<String> {
+    let mut st = c.prepare(&format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid")).unwrap();
+    st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
 }

@@ -139,6 +139,7 @@ macro_rules! conformance_suite {
                 terminate_ends_at_once_and_fences_the_holder,
                 retry_reruns_the_failed_step_and_the_task_completes,
                 rerun_from_a_step_runs_it_and_what_followed_again,
+                step_keys_are_made_from_the_work_and_a_rerun_makes_new_ones,
                 skip_counts_a_step_as_done_and_fences_its_holder,
                 bad_commands_are_invalid_input_or_not_found,
                 cancel_and_resubmit_validate_actor_and_reason,

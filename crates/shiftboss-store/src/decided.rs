@@ -2,9 +2,11 @@
 //! the task's new state. The same in every store, so a backend only runs its SQL (as with `lapse`).
 
 use crate::StoreError;
+use crate::advance::TaskRow;
 use crate::event_kind as ev;
 use serde_json::{Value, json};
 use shiftboss_core::decider::{NewStep, TaskMove};
+use shiftboss_core::idempotency::step_key;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::time::duration_ms;
 use shiftboss_core::workflow::{StepKind, WorkflowDef};
@@ -23,7 +25,8 @@ pub struct StepRow {
     pub input: String,
     /// What a step done at once records (a switch's case, a loop's pass), as JSON text.
     pub output: Option<String>,
-    /// A fresh UUID, sent to the remote service on every attempt (P4).
+    /// Sent to the remote service on every attempt (P4); made from the task's key, the step's
+    /// instance name and the task's generation (see `shiftboss_core::idempotency`).
     pub idempotency_key: String,
     /// The complete-by window of one claim, in milliseconds.
     pub timeout_ms: i64,
@@ -60,7 +63,7 @@ impl StepRow {
 }
 
 /// The row of a step the decider creates, from its definition.
-pub fn step_row(def: &WorkflowDef, n: &NewStep, task_priority: i32, now: Timestamp) -> Result<StepRow, StoreError> {
+pub fn step_row(def: &WorkflowDef, n: &NewStep, task: &TaskRow, now: Timestamp) -> Result<StepRow, StoreError> {
     let step = def.find(&n.def_name).ok_or_else(|| {
         StoreError::Incompatible(format!("step {} is not in {} v{}", n.def_name, def.name, def.version))
     })?;
@@ -72,10 +75,10 @@ pub fn step_row(def: &WorkflowDef, n: &NewStep, task_priority: i32, now: Timesta
     Ok(StepRow {
         agent: step.agent_name().to_owned(),
         due_at,
-        priority: step.priority_in(task_priority),
+        priority: step.priority_in(task.priority),
         input: n.input.to_string(),
         output: n.output.as_ref().map(Value::to_string),
-        idempotency_key: uuid::Uuid::new_v4().to_string(),
+        idempotency_key: step_key(&task.key, &n.name, task.generation),
         timeout_ms: duration_ms(step.timeout()),
         config: step.config.to_string(),
         retry: def.retry_for(step).map(|p| serde_json::to_string(p).expect("policies serialize")),
@@ -191,11 +194,27 @@ mod tests {
         charge.domain_fallback = Some(Duration::from_secs(10));
         let def = WorkflowDef::new("w", 1, vec![charge, StepDef::wait_for_signal("hold", "go")]);
         let now = Timestamp(1000);
-        let row = step_row(&def, &new_step("charge", StepKind::Agent, StepState::Pending), 2, now).unwrap();
+        let task = TaskRow {
+            state: TaskState::Running,
+            workflow: "w".into(),
+            version: 1,
+            input: json!({}),
+            key: "order-1".into(),
+            priority: 2,
+            depth: 0,
+            is_child: false,
+            generation: 0,
+        };
+        let row = step_row(&def, &new_step("charge", StepKind::Agent, StepState::Pending), &task, now).unwrap();
+        assert_eq!(row.idempotency_key, step_key("order-1", "charge", 0), "made from the work, not drawn");
+        let rerun = TaskRow { generation: 1, ..task.clone() };
+        let again = step_row(&def, &new_step("charge", StepKind::Agent, StepState::Pending), &rerun, now).unwrap();
+        assert_ne!(again.idempotency_key, row.idempotency_key, "a rerun is new work");
         assert_eq!((row.agent.as_str(), row.priority, row.timeout_ms, row.due_at), ("pay", 5, 5000, 1000));
         assert_eq!((row.domain.as_deref(), row.fallback_at), (Some("eu"), Some(11_000)));
         assert!(row.due_now(StepState::Pending, now));
-        let hold = step_row(&def, &new_step("hold", StepKind::Wait, StepState::Processing), 0, now).unwrap();
+        let task = TaskRow { priority: 0, ..task };
+        let hold = step_row(&def, &new_step("hold", StepKind::Wait, StepState::Processing), &task, now).unwrap();
         assert_eq!(hold.due_at, i64::MAX, "a wait for a signal is never due by time");
         assert!(!hold.due_now(StepState::Processing, now));
         assert!(row.queues_work(StepState::Pending), "a new agent step wakes the schedulers");
@@ -204,7 +223,7 @@ mod tests {
         assert!(later.queues_work(StepState::Pending) && !later.due_now(StepState::Pending, now));
         let held = StepRow { due_at: i64::MAX, ..row.clone() };
         assert!(!held.queues_work(StepState::Pending), "a paused task's step waits for its resume");
-        let missing = step_row(&def, &new_step("nope", StepKind::Agent, StepState::Pending), 0, now);
+        let missing = step_row(&def, &new_step("nope", StepKind::Agent, StepState::Pending), &task, now);
         assert!(matches!(missing, Err(StoreError::Incompatible(_))));
     }
 

@@ -114,15 +114,17 @@ impl EnqueueJob {
         self.bucket.unwrap_or_else(|| bucket_of(key))
     }
 
-    /// The row of its one step.
-    pub fn step_row(&self, now: Timestamp) -> StepRow {
+    /// The row of its one step, for the job stored under `key`: its idempotency key is made from
+    /// the job's key, so a job enqueued again under its key after a lost write calls its handler
+    /// with the key it used before.
+    pub fn step_row(&self, key: &str, now: Timestamp) -> StepRow {
         StepRow {
             agent: self.handler.clone(),
             due_at: self.due_at.map_or(now.0, |t| t.0.max(now.0)).max(self.delay.map_or(now.0, |d| now.plus(d).0)),
             priority: self.priority,
             input: self.params.to_string(),
             output: None,
-            idempotency_key: uuid::Uuid::new_v4().to_string(),
+            idempotency_key: shiftboss_core::idempotency::step_key(key, shiftboss_core::jobs::STEP, 0),
             timeout_ms: duration_ms(self.timeout.unwrap_or(DEFAULT_STEP_TIMEOUT)),
             config: "{}".into(),
             retry: self.retry.as_ref().map(|p| serde_json::to_string(p).expect("policies serialize")),

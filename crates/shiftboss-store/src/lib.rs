@@ -17,6 +17,7 @@ pub mod lapse;
 pub mod listing;
 pub mod params;
 pub mod queues;
+pub mod replication;
 pub mod stream;
 pub mod subscription;
 pub mod tokens;
@@ -30,6 +31,7 @@ pub use jobs::*;
 pub use listing::*;
 pub use params::*;
 pub use queues::{AgentQueue, QueueStats};
+pub use replication::Replication;
 pub use stream::{EventCursor, EventFence, EventFilter, EventsRead, ReadEvents, StreamEvent};
 pub use subscription::{Subscription, WakeFn};
 pub use tokens::*;
@@ -288,5 +290,11 @@ pub trait Store: Send + Sync + 'static {
     /// writes ring the engine's own bell). None by default: the dispatcher polls.
     fn subscribe_deliveries(&self, _wake: WakeFn) -> Subscription {
         Subscription::none()
+    }
+
+    /// Whether the store replicates, and whether a commit waits for a standby (issue 26). None
+    /// for a store that does not replicate (SQLite).
+    async fn replication(&self) -> Result<Option<Replication>> {
+        Ok(None)
     }
 }

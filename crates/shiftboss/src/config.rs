@@ -7,6 +7,11 @@
 //! roles = ["scheduler", "supervisor", "api"]   # default: all three
 //! retry = { kind = "intervals", intervals = ["1m", "5m", "10m", "30m", "1h"] }  # the default policy
 //!
+//! [store]                          # how long anything waits on the state store
+//! timeout = "10s"                  # the longest one transaction may take (PostgreSQL: statement_timeout too)
+//! connect_timeout = "5s"           # per host of a multi-host URL: a silent one is skipped after this
+//! wait = "30s"                     # how long a command (not serve) rides out a store out of reach
+//!
 //! [scheduler]
 //! concurrency = 64
 //! max_per_poll = 1000
@@ -81,6 +86,7 @@
 //! `SHIFTBOSS_SUPERVISOR_IDLE_INTERVAL` are those of `serve --idle-poll` and
 //! `--supervisor-idle-interval`.
 
+use crate::target::StoreBounds;
 use anyhow::Context;
 use serde::Deserialize;
 use shiftboss_core::buckets::parse_list;
@@ -100,6 +106,8 @@ pub struct FileConfig {
     pub instance_id: Option<String>,
     pub roles: Option<Vec<Role>>,
     pub retry: Option<RetryPolicy>,
+    #[serde(default)]
+    pub store: StoreSection,
     #[serde(default)]
     pub scheduler: SchedulerSection,
     #[serde(default)]
@@ -130,6 +138,18 @@ pub struct WebhooksSection {
     #[serde(default, with = "serde_duration::option")]
     pub idle_poll: Option<Duration>,
     pub retry: Option<RetryPolicy>,
+}
+
+/// Bounds on waiting for the state store (see `target::StoreBounds`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSection {
+    #[serde(default, with = "serde_duration::option")]
+    pub timeout: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub connect_timeout: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub wait: Option<Duration>,
 }
 
 /// Outbound calls: the SSRF guard's allow-list, TLS, secrets and bounds.
@@ -310,6 +330,21 @@ impl FileConfig {
             secrets: Secrets { env: true, dir: o.secrets_dir.clone() },
             limits,
         })
+    }
+
+    /// The store bounds: `flags` (flags and environment) over the file's `[store]`, over the defaults.
+    pub fn store_bounds(&self, flags: &StoreSection) -> anyhow::Result<StoreBounds> {
+        let d = StoreBounds::default();
+        let pick = |flag: Option<Duration>, file: Option<Duration>, default| flag.or(file).unwrap_or(default);
+        let b = StoreBounds {
+            timeout: pick(flags.timeout, self.store.timeout, d.timeout),
+            connect_timeout: pick(flags.connect_timeout, self.store.connect_timeout, d.connect_timeout),
+            wait: pick(flags.wait, self.store.wait, d.wait),
+        };
+        if b.timeout < Duration::from_millis(100) || b.connect_timeout < Duration::from_millis(100) {
+            anyhow::bail!("[store] timeout and connect_timeout must be at least 100ms");
+        }
+        Ok(b)
     }
 
     /// Whether this deployment runs the server side (serve's roles).

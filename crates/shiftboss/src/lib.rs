@@ -10,4 +10,5 @@ pub mod config;
 pub mod demo;
 pub mod fake_services;
 pub mod instance;
+pub mod patient;
 pub mod target;

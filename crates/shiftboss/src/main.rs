@@ -6,7 +6,7 @@
 use anyhow::bail;
 use clap::{Parser, Subcommand};
 use shiftboss::backend::{ApiBackend, ServerTarget, StoreBackend};
-use shiftboss::config::FileConfig;
+use shiftboss::config::{FileConfig, StoreSection};
 use shiftboss::target::{self, DbTarget};
 use shiftboss::{commands, demo};
 use std::path::PathBuf;
@@ -35,6 +35,15 @@ struct Cli {
     /// A PEM file of CA certificates to trust, besides the system's, for an https:// --server.
     #[arg(long, global = true, env = "SHIFTBOSS_SERVER_CA", value_name = "FILE")]
     server_ca: Option<PathBuf>,
+    /// The longest one store transaction may take (config store.timeout; default 10s).
+    #[arg(long, global = true, env = "SHIFTBOSS_STORE_TIMEOUT", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    store_timeout: Option<Duration>,
+    /// How long one host of a postgres:// URL may take to connect (default 5s).
+    #[arg(long, global = true, env = "SHIFTBOSS_STORE_CONNECT_TIMEOUT", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    store_connect: Option<Duration>,
+    /// How long a command waits for a store out of reach, retrying (default 30s; 0s: none).
+    #[arg(long, global = true, env = "SHIFTBOSS_STORE_WAIT", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    store_wait: Option<Duration>,
     /// A TOML config file; flags and environment variables override what it says.
     #[arg(long, global = true, env = "SHIFTBOSS_CONFIG")]
     config: Option<PathBuf>,
@@ -91,6 +100,8 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         None => FileConfig::default(),
     };
     file.apply_env()?;
+    let flags = StoreSection { timeout: cli.store_timeout, connect_timeout: cli.store_connect, wait: cli.store_wait };
+    target::set_bounds(file.store_bounds(&flags)?);
     if let Some(url) = cli.server.clone() {
         return run_remote(cli, &url).await;
     }

@@ -4,12 +4,45 @@
 use anyhow::{Context, bail};
 use shiftboss_postgres::{PgOptions, PostgresStore};
 use shiftboss_sqlite::{OpenOptions, SqliteStore};
-use shiftboss_store::Store;
+use shiftboss_store::{Store, StoreError};
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 pub const DEFAULT_DB: &str = "./shiftboss.db";
+
+/// How long a command waits on the state store: `--store-timeout`, `--store-connect` and
+/// `--store-wait`, or the config file's `[store]` section. Set once by `main` for the whole process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreBounds {
+    /// The longest one transaction may take (PostgreSQL: see `PgOptions::store_timeout`).
+    pub timeout: Duration,
+    /// The longest one host may take to accept a connection (PostgreSQL, per host of the URL).
+    pub connect_timeout: Duration,
+    /// How long a command rides out a store out of reach, trying again with backoff, before it
+    /// gives up (`serve`'s roles retry for as long as they run).
+    pub wait: Duration,
+}
+
+impl Default for StoreBounds {
+    fn default() -> Self {
+        let pg = PgOptions::default();
+        StoreBounds { timeout: pg.store_timeout, connect_timeout: pg.connect_timeout, wait: Duration::from_secs(30) }
+    }
+}
+
+static BOUNDS: OnceLock<StoreBounds> = OnceLock::new();
+
+/// Sets the process's store bounds; the first call wins (`main` makes it, before any store opens).
+pub fn set_bounds(b: StoreBounds) {
+    let _ = BOUNDS.set(b);
+}
+
+/// The process's store bounds: those `main` set, or the defaults.
+pub fn bounds() -> StoreBounds {
+    BOUNDS.get().copied().unwrap_or_default()
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DbTarget {
@@ -48,21 +81,32 @@ impl DbTarget {
 
     /// Opens the store. Commands that only look at or act on existing tasks pass `create: false`,
     /// so that a mistyped path is an error rather than a new empty database.
+    ///
+    /// A store out of reach (a PostgreSQL failing over) is tried again with backoff for up to the
+    /// process's `--store-wait`, saying once on standard error what it waits for.
     pub async fn open(&self, create: bool) -> anyhow::Result<Arc<dyn Store>> {
+        let wait = crate::patient::Waiter::new(bounds().wait);
+        let what = format!("opening the state store {self}");
+        wait.retry(&what, || self.open_once(create)).await.context(what)
+    }
+
+    async fn open_once(&self, create: bool) -> Result<Arc<dyn Store>, StoreError> {
         match self {
             DbTarget::Sqlite(path) => {
                 let opts = OpenOptions { create, ..OpenOptions::default() };
-                let store = SqliteStore::open(path, &opts)
-                    .with_context(|| format!("opening the state store {}", path.display()))?;
-                Ok(Arc::new(store))
+                Ok(Arc::new(SqliteStore::open(path, &opts)?))
             }
             DbTarget::Postgres(url) => {
-                let (url, schema) = split_schema(url)?;
-                let opts = PgOptions { schema, run_migrations: create, ..PgOptions::default() };
-                let store = PostgresStore::connect(&url, &opts)
-                    .await
-                    .with_context(|| format!("opening the state store {self}"))?;
-                Ok(Arc::new(store))
+                let (url, schema) = split_schema(url).map_err(|e| StoreError::InvalidInput(format!("{e:#}")))?;
+                let b = bounds();
+                let opts = PgOptions {
+                    schema,
+                    run_migrations: create,
+                    store_timeout: b.timeout,
+                    connect_timeout: b.connect_timeout,
+                    ..PgOptions::default()
+                };
+                Ok(Arc::new(PostgresStore::connect(&url, &opts).await?))
             }
         }
     }

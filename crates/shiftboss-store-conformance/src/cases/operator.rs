@@ -90,6 +90,36 @@ pub async fn rerun_from_a_step_runs_it_and_what_followed_again<F: Fixture>(f: F)
     assert_eq!((d.task.state, d.task.output), (TaskState::Completed, Some(json!(30))));
 }
 
+/// Idempotency keys are made from the work (issue 26): the task's key, the step's instance name
+/// and the task's generation, so a step written again after its row was lost (the same task key
+/// submitted again to a promoted standby) sends the key it sent before; a rerun is new work.
+pub async fn step_keys_are_made_from_the_work_and_a_rerun_makes_new_ones<F: Fixture>(f: F) {
+    use shiftboss_core::idempotency::step_key;
+    let h = Harness::open(&f).await;
+    h.register_standard().await;
+    let task = h.submit("order-7", "three", 0).await;
+    let mut first = Vec::new();
+    for name in ["reserve", "charge", "ship"] {
+        let c = h.claim_one("s1").await;
+        assert_eq!((c.name.as_str(), c.idempotency_key.clone()), (name, step_key("order-7", name, 0)));
+        first.push(c.idempotency_key.clone());
+        h.complete("s1", &c, json!({})).await;
+    }
+    h.operate(task, TaskCommand::Rerun { from: "charge".into() }).await;
+    let again = h.claim_one("s1").await;
+    assert_eq!(again.name, "charge");
+    assert_eq!(again.idempotency_key, step_key("order-7", "charge", 1), "a rerun bumps the generation");
+    assert!(!first.contains(&again.idempotency_key));
+    h.complete("s1", &again, json!({})).await;
+    let ship = h.claim_one("s1").await;
+    assert_eq!(ship.idempotency_key, step_key("order-7", "ship", 1));
+    // Another task's steps of the same names have keys of their own.
+    h.complete("s1", &ship, json!({})).await;
+    h.submit("order-8", "three", 0).await;
+    let other = h.claim_one("s1").await;
+    assert_eq!(other.idempotency_key, step_key("order-8", "reserve", 0));
+}
+
 pub async fn skip_counts_a_step_as_done_and_fences_its_holder<F: Fixture>(f: F) {
     let h = Harness::open(&f).await;
     h.register_standard().await;

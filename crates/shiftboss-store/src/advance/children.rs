@@ -76,8 +76,10 @@ async fn child_start<T: WriteTx>(
         }
         Err(e) => return Err(e),
     };
-    // The step's row id makes the key unique even when a retry starts a new child.
-    let key = format!("{}/{step}/{}", task.key, step_id.0);
+    // Made from what identifies the work, as a step's idempotency key is: a child started again
+    // after its parent's row was lost gets the same key (and so its steps the same idempotency
+    // keys); a rerun or a retry that starts it again bumps the generation, and gets a new one.
+    let key = format!("{}/{step}/{}", task.key, task.generation);
     let new = NewTask {
         key: &key,
         workflow: &child.workflow,

@@ -118,7 +118,7 @@ async fn apply<T: WriteTx>(
 ) -> Result<u32, StoreError> {
     match action {
         Action::Create(n) => {
-            let row = decided::step_row(def, &n, task.priority, t.now())?;
+            let row = decided::step_row(def, &n, task, t.now())?;
             let step_id = t.insert_step(task_id, &n.name, n.state, n.compensates.as_deref(), &row).await?;
             let (kind, detail) = decided::created_event(&n);
             t.event(task_id, Some(step_id), kind, EventLevel::Info, actor, detail).await?;

@@ -132,6 +132,11 @@ pub async fn operate_task<T: WriteTx>(t: &T, p: &OperateTask) -> Result<(), Stor
 async fn carry_out<T: WriteTx>(t: &T, task: TaskId, was: TaskState, plan: Plan, actor: &str) -> Result<(), StoreError> {
     let mut agenda = Agenda::default();
     let paused = plan.task_state == TaskState::Paused;
+    // Rows deleted here are written again by the decider: new work, so new idempotency keys. Rows
+    // reset keep theirs (the same step tried again, whose first call's effect is unknown).
+    if plan.changes.iter().any(|c| matches!(c, RowChange::Delete { .. })) {
+        t.bump_generation(task).await?;
+    }
     for change in plan.changes {
         match change {
             RowChange::Reset { name } => {

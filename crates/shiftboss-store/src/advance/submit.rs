@@ -151,6 +151,7 @@ async fn start<T: WriteTx>(
         priority: p.priority,
         depth: 0,
         is_child: false,
+        generation: 0,
     };
     advance_new_task(t, task_id, row, &p.actor).await?;
     Ok(())

@@ -33,6 +33,9 @@ pub struct TaskRow {
     /// A sub-workflow's child task: its end moves its parent's step. A top-level task (most of
     /// them) has no parent to tell, which saves a read per finished task.
     pub is_child: bool,
+    /// Bumped by every operator action that runs steps again from scratch; part of the
+    /// idempotency keys of the steps written after it (see `shiftboss_core::idempotency`).
+    pub generation: i64,
 }
 
 /// A task row to insert: a submission, or a child a sub-workflow step starts.
@@ -200,6 +203,9 @@ pub trait WriteTx {
 
     /// Deletes a step row; its kind, `None` when there was none.
     async fn delete_step(&self, task: TaskId, name: &str) -> Result<Option<StepKind>>;
+
+    /// Adds one to the task's generation (an operator's action runs steps again from scratch).
+    async fn bump_generation(&self, task: TaskId) -> Result<()>;
 
     /// Marks a step processed with this output, clearing its lease (a skip).
     async fn finish_step(&self, task: TaskId, name: &str, output: &Value) -> Result<()>;

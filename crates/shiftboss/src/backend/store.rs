@@ -36,7 +36,12 @@ impl StoreBackend {
     /// The store; `create` makes a missing one (only registering does: for looking at and
     /// acting on tasks, a mistyped path is an error rather than a new empty database).
     async fn store(&self, create: bool) -> anyhow::Result<&Arc<dyn Store>> {
-        self.store.get_or_try_init(|| self.db.open(create)).await
+        self.store
+            .get_or_try_init(async || {
+                let store = self.db.open(create).await?;
+                anyhow::Ok(crate::patient::Patient::wrap(store, crate::target::bounds().wait))
+            })
+            .await
     }
 
     /// A task's detail by id or key: the hot tables first, then history.

@@ -293,6 +293,7 @@ impl ServeArgs {
             );
         }
         let store = db.open(true).await?;
+        report_replication(store.as_ref()).await;
         // Held until this function returns: no other serve process on this host takes the id
         // (and releases this one's claims) while this one lives.
         let hold = crate::instance::hold(db, self.instance_id.clone().or_else(|| file.instance_id.clone()))?;
@@ -518,5 +519,24 @@ impl Signals {
             _ = self.term.recv() => Received::Term,
             _ = self.int.recv() => Received::Int,
         }
+    }
+}
+
+/// Says at start whether a commit waits for a standby (issue 26): a warning when standbys
+/// replicate asynchronously, since a failover to one may lose acknowledged work. `/readyz` says
+/// the same later. A store that does not answer here is the roles' to wait for.
+async fn report_replication(store: &dyn shiftboss_store::Store) {
+    match store.replication().await {
+        Ok(Some(r)) => match r.warning() {
+            Some(w) => tracing::warn!("state store replication: {w}"),
+            None if r.standbys == 0 => tracing::info!("state store replication: no standby streams from this server"),
+            None => tracing::info!(
+                standbys = r.standbys,
+                synchronous = r.synchronous_standbys,
+                "state store replication: commits wait for a synchronous standby"
+            ),
+        },
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "could not read the state store's replication settings"),
     }
 }

@@ -37,7 +37,7 @@ impl TokensCommand {
                 // Before the store is opened (and made, for a new one): bad input changes nothing.
                 check_name(&name)?;
                 // Created with the store if needed: a token may be made before the first `serve`.
-                let store = db.open(true).await?;
+                let store = crate::patient::Patient::wrap(db.open(true).await?, crate::target::bounds().wait);
                 let secret = mint_secret();
                 let token =
                     store.create_api_token(NewApiToken { name, scopes, secret_hash: hash_secret(&secret) }).await?;
@@ -46,7 +46,7 @@ impl TokensCommand {
                 println!("{secret}");
             }
             TokensCommand::List { json } => {
-                let store = db.open(false).await?;
+                let store = crate::patient::Patient::wrap(db.open(false).await?, crate::target::bounds().wait);
                 let tokens = store.list_api_tokens().await?;
                 if json {
                     println!("{}", serde_json::to_string_pretty(&tokens)?);
@@ -67,7 +67,7 @@ impl TokensCommand {
                 }
             }
             TokensCommand::Revoke { name } => {
-                let store = db.open(false).await?;
+                let store = crate::patient::Patient::wrap(db.open(false).await?, crate::target::bounds().wait);
                 if !store.revoke_api_token(&name).await? {
                     bail!("no live token named {name:?}");
                 }

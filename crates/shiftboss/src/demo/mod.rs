@@ -10,11 +10,12 @@ mod summary;
 pub mod workflow;
 
 use crate::fake_services::{self as services, FaultRates, Ledger, ledger};
+use crate::patient::{Patient, Waiter};
 use crate::target::DbTarget;
 use anyhow::{Context, bail};
 use clap::Args;
 use shiftboss_core::InstanceId;
-use shiftboss_engine::{Engine, EngineConfig, HttpAgent, Outbound, OutboundConfig};
+use shiftboss_engine::{Engine, EngineConfig, EngineError, HttpAgent, Outbound, OutboundConfig};
 use shiftboss_store::{Store, SubmitTask};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -101,7 +102,11 @@ pub async fn run(db: &DbTarget, args: DemoArgs) -> anyhow::Result<bool> {
             }
         }
     }
-    let store = db.open(true).await?;
+    // The engine gets the store itself (its roles retry on their own); the demo's own calls ride
+    // out an outage (a failover) for up to --store-wait, and resume.
+    let raw = db.open(true).await?;
+    let wait = crate::target::bounds().wait;
+    let store = Patient::wrap(raw.clone(), wait);
     let ledger = Arc::new(Ledger::open(&ledger_file)?);
     // A store with no task starts over (a new file, a new schema): effects recorded for orders it
     // no longer has are not this store's, and its orders will reuse their keys.
@@ -121,13 +126,21 @@ pub async fn run(db: &DbTarget, args: DemoArgs) -> anyhow::Result<bool> {
     config.supervisor.leader_ttl = (args.supervisor_interval * 8).max(Duration::from_secs(2));
     // The demo's services listen on loopback, which the SSRF guard refuses unless allowed.
     let outbound = Outbound::new(&OutboundConfig::allowing_loopback())?;
-    let engine = Engine::builder(store.clone(), instance)
+    let engine = Engine::builder(raw, instance)
         .agent("stock", HttpAgent::for_service(&stock.base_url, outbound.clone()).map_err(anyhow::Error::msg)?)
         .agent("payment", HttpAgent::for_service(&payment.base_url, outbound.clone()).map_err(anyhow::Error::msg)?)
         .agent("shipping", HttpAgent::for_service(&shipping.base_url, outbound).map_err(anyhow::Error::msg)?)
         .config(config)
         .build()?;
-    engine.register_workflow(&workflow::order_workflow()).await?;
+    let waiter = Waiter::new(wait);
+    waiter
+        .retry("registering the order workflow", || async {
+            match engine.register_workflow(&workflow::order_workflow()).await {
+                Err(EngineError::Store(e)) => Err(e),
+                other => Ok(other),
+            }
+        })
+        .await??;
     eprintln!(
         "shiftboss demo: {} orders on {} (services: stock {}, payment {}, shipping {})",
         args.orders, db, stock.base_url, payment.base_url, shipping.base_url
@@ -143,7 +156,7 @@ pub async fn run(db: &DbTarget, args: DemoArgs) -> anyhow::Result<bool> {
             .expect("a valid template"),
     );
     let interrupted = tokio::select! {
-        r = submit_and_wait(&engine, store.as_ref(), args.orders, &bar) => { r?; false }
+        r = submit_and_wait(&engine, &waiter, store.as_ref(), args.orders, &bar) => { r?; false }
         _ = tokio::signal::ctrl_c() => true,
     };
     bar.finish_and_clear();
@@ -174,6 +187,7 @@ pub async fn run(db: &DbTarget, args: DemoArgs) -> anyhow::Result<bool> {
 
 async fn submit_and_wait(
     engine: &Engine,
+    waiter: &Waiter,
     store: &dyn Store,
     orders: u32,
     bar: &indicatif::ProgressBar,
@@ -193,7 +207,15 @@ async fn submit_and_wait(
                 priority: 0,
                 actor: "demo".into(),
             };
-            engine.submit(task).await?;
+            // Submitted again after a lost answer, the order finds its own task by its key.
+            waiter
+                .retry("submitting the orders", || async {
+                    match engine.submit(task.clone()).await {
+                        Err(EngineError::Store(e)) => Err(e),
+                        other => Ok(other),
+                    }
+                })
+                .await??;
         }
         bar.set_message("");
         anyhow::Ok(())

@@ -1,0 +1,7 @@
+-- Issue 26: a task's generation, bumped by an operator action that runs steps again from scratch
+-- (a rerun; a retry that starts a sub-workflow's child again). A step's idempotency key is made
+-- from the task's key, the step's instance name and this number (`shiftboss_core::idempotency`),
+-- so that a step whose row was lost and is written again calls its service with the same key.
+-- History keeps the hot table's columns in the same order, so both get it last.
+ALTER TABLE tasks ADD COLUMN generation BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE tasks_history ADD COLUMN generation BIGINT NOT NULL DEFAULT 0;
