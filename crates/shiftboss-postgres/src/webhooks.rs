@@ -168,11 +168,12 @@ pub async fn claim(t: &Tx<'_>, p: &ClaimDeliveries) -> Result<ClaimedDeliveries,
                 &[],
             )
             .await?;
-        get::<Option<i64>>(&row, 0)?.map(Timestamp)
+        get::<Option<i64>>(&row, 0)?
     } else {
         None
     };
-    Ok(ClaimedDeliveries { deliveries, next_due })
+    let next_due = next_due.map(|t| Timestamp(t).since(Timestamp(now)));
+    Ok(ClaimedDeliveries { deliveries, now: Timestamp(now), next_due })
 }
 
 pub async fn record(t: &Tx<'_>, outcomes: &[DeliveryOutcome]) -> Result<Vec<bool>, StoreError> {
@@ -188,13 +189,16 @@ pub async fn record(t: &Tx<'_>, outcomes: &[DeliveryOutcome]) -> Result<Vec<bool
             Option<i64>,
         ) = match &o.result {
             DeliveryResult::Delivered { status } => ("delivered", now, 0, Some(*status), None, Some(now)),
-            DeliveryResult::Retry { due_at, status, error } => ("pending", due_at.0, 0, *status, Some(error), None),
+            DeliveryResult::Retry { after, status, error } => {
+                ("pending", now.saturating_add(duration_ms(*after)), 0, *status, Some(error), None)
+            }
             DeliveryResult::Dead { status, error } => ("dead", now, 0, *status, Some(error), None),
             DeliveryResult::Gone { status } => {
                 ("pending", now, 1, Some(*status), Some("the receiver answered 410 Gone"), None)
             }
-            DeliveryResult::Throttled { until, status } => {
-                ("pending", until.0, 1, Some(*status), Some("the receiver asked to slow down"), None)
+            DeliveryResult::Throttled { after, status } => {
+                let until = now.saturating_add(duration_ms(*after));
+                ("pending", until, 1, Some(*status), Some("the receiver asked to slow down"), None)
             }
         };
         let status = status.map(i32::from);
@@ -222,10 +226,11 @@ pub async fn record(t: &Tx<'_>, outcomes: &[DeliveryOutcome]) -> Result<Vec<bool
                 )
                 .await?;
             }
-            DeliveryResult::Throttled { until, .. } => {
+            DeliveryResult::Throttled { after, .. } => {
+                let until = now.saturating_add(duration_ms(*after));
                 t.execute(
                     "UPDATE subscriptions SET paused_until = greatest(paused_until, $2) WHERE id = $1",
-                    &[&subscription, &until.0],
+                    &[&subscription, &until],
                 )
                 .await?;
             }

@@ -173,11 +173,11 @@ pub fn claim(t: &Tx<'_>, p: &ClaimDeliveries) -> Result<ClaimedDeliveries, Store
         )
         .and_then(|mut st| st.query_row([], |r| r.get::<_, Option<i64>>(0)))
         .map_err(map_err)?
-        .map(Timestamp)
     } else {
         None
     };
-    Ok(ClaimedDeliveries { deliveries, next_due })
+    let next_due = next_due.map(|t| Timestamp(t).since(Timestamp(now)));
+    Ok(ClaimedDeliveries { deliveries, now: Timestamp(now), next_due })
 }
 
 pub fn record(t: &Tx<'_>, outcomes: &[DeliveryOutcome]) -> Result<Vec<bool>, StoreError> {
@@ -194,13 +194,16 @@ pub fn record(t: &Tx<'_>, outcomes: &[DeliveryOutcome]) -> Result<Vec<bool>, Sto
             Option<i64>,
         ) = match &o.result {
             DeliveryResult::Delivered { status } => ("delivered", now, 0, Some(*status), None, Some(now)),
-            DeliveryResult::Retry { due_at, status, error } => ("pending", due_at.0, 0, *status, Some(error), None),
+            DeliveryResult::Retry { after, status, error } => {
+                ("pending", now.saturating_add(duration_ms(*after)), 0, *status, Some(error), None)
+            }
             DeliveryResult::Dead { status, error } => ("dead", now, 0, *status, Some(error), None),
             DeliveryResult::Gone { status } => {
                 ("pending", now, 1, Some(*status), Some("the receiver answered 410 Gone"), None)
             }
-            DeliveryResult::Throttled { until, status } => {
-                ("pending", until.0, 1, Some(*status), Some("the receiver asked to slow down"), None)
+            DeliveryResult::Throttled { after, status } => {
+                let until = now.saturating_add(duration_ms(*after));
+                ("pending", until, 1, Some(*status), Some("the receiver asked to slow down"), None)
             }
         };
         let row: Option<(i64, i64)> =
@@ -230,10 +233,11 @@ pub fn record(t: &Tx<'_>, outcomes: &[DeliveryOutcome]) -> Result<Vec<bool>, Sto
                 )
                 .map_err(map_err)?;
             }
-            DeliveryResult::Throttled { until, .. } => {
+            DeliveryResult::Throttled { after, .. } => {
+                let until = now.saturating_add(duration_ms(*after));
                 t.tx.execute(
                     "UPDATE subscriptions SET paused_until = max(paused_until, ?2) WHERE id = ?1",
-                    params![subscription, until.0],
+                    params![subscription, until],
                 )
                 .map_err(map_err)?;
             }

@@ -351,12 +351,16 @@ pub struct ClaimedDelivery {
     pub token: i64,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ClaimedDeliveries {
     pub deliveries: Vec<ClaimedDelivery>,
-    /// When the claim came up short: the next time a pending delivery falls due (for the
-    /// dispatcher to sleep until), if any.
-    pub next_due: Option<Timestamp>,
+    /// The store's time at the claim: the dispatcher's clock (the `webhook-timestamp` of an
+    /// attempt is this plus the time since, on the monotonic clock), so that no decision of the
+    /// dispatcher reads the host's wall clock.
+    pub now: Timestamp,
+    /// When the claim came up short: how long from `now` until a pending delivery falls due (for
+    /// the dispatcher to sleep), if any.
+    pub next_due: Option<Duration>,
 }
 
 /// What became of one attempt.
@@ -364,15 +368,15 @@ pub struct ClaimedDeliveries {
 pub enum DeliveryResult {
     /// 2xx.
     Delivered { status: u16 },
-    /// Failed; try again at `due_at`.
-    Retry { due_at: Timestamp, status: Option<u16>, error: String },
+    /// Failed; try again this long after the outcome is recorded (by the store's clock).
+    Retry { after: Duration, status: Option<u16>, error: String },
     /// Given up (the schedule ran out, or a refusal that will not pass): an alert event on the task.
     Dead { status: Option<u16>, error: String },
     /// 410 Gone: the subscription is disabled, and this delivery waits for it to come back.
     Gone { status: u16 },
-    /// 429 (or 503) with Retry-After: the subscription is left alone until `until`, and this
+    /// 429 (or 503) with Retry-After: the subscription is left alone for `after`, and this
     /// delivery is due then; not counted as an attempt.
-    Throttled { until: Timestamp, status: u16 },
+    Throttled { after: Duration, status: u16 },
 }
 
 #[derive(Debug, Clone)]

@@ -24,9 +24,10 @@ use shiftboss_core::retry::RetryPolicy;
 use shiftboss_store::{ClaimDeliveries, ClaimedDelivery, DeliveryOutcome, DeliveryResult, Store, Subscription};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 /// The dispatcher's settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -125,16 +126,17 @@ impl Dispatcher {
                     Some(Ok(claimed)) => {
                         backoff = Duration::from_millis(100);
                         let full = claimed.deliveries.len() == free;
+                        let clock = StoreClock { at_claim: claimed.now, claimed: Instant::now() };
                         for d in claimed.deliveries {
                             let (outbound, timeout) = (self.outbound.clone(), self.config.call_timeout);
                             let policy = self.config.retry.clone();
-                            inflight.spawn(async move { attempt(&outbound, d, timeout, &policy).await });
+                            inflight.spawn(async move { attempt(&outbound, d, timeout, &policy, clock).await });
                         }
                         if full {
                             // More may be due: claim again as soon as a slot frees.
                             wait = Duration::ZERO;
                         } else if let Some(next) = claimed.next_due {
-                            wait = until(next).min(self.config.idle_poll);
+                            wait = next.min(self.config.idle_poll);
                         }
                     }
                     Some(Err(e)) => {
@@ -200,18 +202,33 @@ impl Dispatcher {
     }
 }
 
-/// How long until a store time, by this host's clock (never less than zero).
-fn until(t: Timestamp) -> Duration {
-    t.to_system().duration_since(SystemTime::now()).unwrap_or_default()
+/// The store's time, carried on by the monotonic clock since a claim: the dispatcher reads no
+/// wall clock of its host (whose skew must change no decision; see tests/lease_clock.rs).
+#[derive(Debug, Clone, Copy)]
+struct StoreClock {
+    at_claim: Timestamp,
+    claimed: Instant,
+}
+
+impl StoreClock {
+    fn now(&self) -> Timestamp {
+        self.at_claim.plus(self.claimed.elapsed())
+    }
 }
 
 /// One attempt: the message signed and sent, and the verdict on the answer.
-async fn attempt(outbound: &Outbound, c: ClaimedDelivery, timeout: Duration, policy: &RetryPolicy) -> DeliveryOutcome {
+async fn attempt(
+    outbound: &Outbound,
+    c: ClaimedDelivery,
+    timeout: Duration,
+    policy: &RetryPolicy,
+    clock: StoreClock,
+) -> DeliveryOutcome {
     let d = &c.delivery;
     let id = message::message_id(d);
     let body = message::body(d);
-    let now = Timestamp::from_system(SystemTime::now());
-    let stamp = now.0 / 1000;
+    // webhook-timestamp: Unix seconds, which receivers hold against their clocks.
+    let stamp = clock.now().0 / 1000;
     let result = match (Url::parse(&c.url), sign::signature(&c.secret, &id, stamp, &body)) {
         (Err(e), _) => {
             DeliveryResult::Dead { status: None, error: format!("the subscription's url does not parse: {e}") }
@@ -233,7 +250,7 @@ async fn attempt(outbound: &Outbound, c: ClaimedDelivery, timeout: Duration, pol
             if let Err(e) = &answer {
                 tracing::debug!(delivery = d.id, error = %e, "webhook delivery failed");
             }
-            verdict::verdict(&answer, d.attempts, policy, Timestamp::from_system(SystemTime::now()))
+            verdict::verdict(&answer, d.attempts, policy)
         }
     };
     DeliveryOutcome { id: d.id, token: c.token, result }

@@ -2,25 +2,20 @@
 //! receiver's own word (410 Gone, 429 Too Many Requests with Retry-After).
 
 use crate::outbound::{CallError, Response};
-use shiftboss_core::Timestamp;
 use shiftboss_core::retry::{RetryDecision, RetryPolicy};
 use shiftboss_store::DeliveryResult;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 /// The longest a receiver's Retry-After is honoured; a longer one is cut to this.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 /// A 429 or 503 without a Retry-After waits this long.
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(30);
 
-/// The verdict on one attempt, `attempts` counting it (the claim counted it already).
-pub fn verdict(
-    outcome: &Result<Response, CallError>,
-    attempts: u32,
-    policy: &RetryPolicy,
-    now: Timestamp,
-) -> DeliveryResult {
+/// The verdict on one attempt, `attempts` counting it (the claim counted it already). Waits are
+/// durations: the store turns them into due times by its own clock.
+pub fn verdict(outcome: &Result<Response, CallError>, attempts: u32, policy: &RetryPolicy) -> DeliveryResult {
     let failed = |status: Option<u16>, error: String| match policy.after_failure(attempts, fastrand::f64()) {
-        RetryDecision::RetryAfter(d) => DeliveryResult::Retry { due_at: now.plus(d), status, error },
+        RetryDecision::RetryAfter(after) => DeliveryResult::Retry { after, status, error },
         RetryDecision::GiveUp => {
             DeliveryResult::Dead { status, error: format!("{error} (gave up after {attempts} attempts)") }
         }
@@ -34,7 +29,7 @@ pub fn verdict(
                 429 | 503 => {
                     let wait =
                         retry_after(r).unwrap_or(DEFAULT_RETRY_AFTER).clamp(Duration::from_secs(1), MAX_RETRY_AFTER);
-                    DeliveryResult::Throttled { until: now.plus(wait), status }
+                    DeliveryResult::Throttled { after: wait, status }
                 }
                 _ => failed(Some(status), format!("HTTP {status}")),
             }
@@ -46,14 +41,17 @@ pub fn verdict(
     }
 }
 
-/// Retry-After, in seconds or as an HTTP date.
+/// Retry-After, in seconds, or as an HTTP date measured from the answer's own `Date` (the
+/// receiver's clock against the receiver's clock, so neither host's skew counts).
 fn retry_after(r: &Response) -> Option<Duration> {
-    let v = r.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("retry-after")).map(|(_, v)| v.trim())?;
+    let header = |name: &str| r.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim());
+    let v = header("retry-after")?;
     if let Ok(secs) = v.parse::<u64>() {
         return Some(Duration::from_secs(secs));
     }
     let at = httpdate::parse_http_date(v).ok()?;
-    Some(at.duration_since(SystemTime::now()).unwrap_or_default())
+    let sent = httpdate::parse_http_date(header("date")?).ok()?;
+    Some(at.duration_since(sent).unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -76,41 +74,37 @@ mod tests {
 
     #[test]
     fn answers_become_verdicts() {
-        let now = Timestamp(1_000_000);
         let p = policy();
-        assert_eq!(verdict(&answer(204, &[]), 1, &p, now), DeliveryResult::Delivered { status: 204 });
-        assert_eq!(verdict(&answer(410, &[]), 1, &p, now), DeliveryResult::Gone { status: 410 });
+        assert_eq!(verdict(&answer(204, &[]), 1, &p), DeliveryResult::Delivered { status: 204 });
+        assert_eq!(verdict(&answer(410, &[]), 1, &p), DeliveryResult::Gone { status: 410 });
         assert_eq!(
-            verdict(&answer(429, &[("Retry-After", "120")]), 1, &p, now),
-            DeliveryResult::Throttled { until: now.plus(Duration::from_secs(120)), status: 429 }
+            verdict(&answer(429, &[("Retry-After", "120")]), 1, &p),
+            DeliveryResult::Throttled { after: Duration::from_secs(120), status: 429 }
         );
         assert_eq!(
-            verdict(&answer(503, &[("retry-after", "999999")]), 1, &p, now),
-            DeliveryResult::Throttled { until: now.plus(MAX_RETRY_AFTER), status: 503 }
+            verdict(&answer(503, &[("retry-after", "999999")]), 1, &p),
+            DeliveryResult::Throttled { after: MAX_RETRY_AFTER, status: 503 }
         );
         assert_eq!(
-            verdict(&answer(500, &[]), 1, &p, now),
-            DeliveryResult::Retry {
-                due_at: now.plus(Duration::from_secs(5)),
-                status: Some(500),
-                error: "HTTP 500".into()
-            }
+            verdict(&answer(500, &[]), 1, &p),
+            DeliveryResult::Retry { after: Duration::from_secs(5), status: Some(500), error: "HTTP 500".into() }
         );
         assert_eq!(
-            verdict(&answer(400, &[]), 2, &p, now),
-            DeliveryResult::Retry {
-                due_at: now.plus(Duration::from_secs(300)),
-                status: Some(400),
-                error: "HTTP 400".into()
-            }
+            verdict(&answer(400, &[]), 2, &p),
+            DeliveryResult::Retry { after: Duration::from_secs(300), status: Some(400), error: "HTTP 400".into() }
         );
-        let DeliveryResult::Dead { status: Some(500), error } = verdict(&answer(500, &[]), 3, &p, now) else {
+        let DeliveryResult::Dead { status: Some(500), error } = verdict(&answer(500, &[]), 3, &p) else {
             panic!("the schedule ran out")
         };
         assert!(error.contains("gave up after 3 attempts"), "{error}");
+        let dated =
+            answer(429, &[("Date", "Sun, 06 Nov 1994 08:49:37 GMT"), ("Retry-After", "Sun, 06 Nov 1994 08:51:37 GMT")]);
+        assert_eq!(verdict(&dated, 1, &p), DeliveryResult::Throttled { after: Duration::from_secs(120), status: 429 });
+        let undated = answer(429, &[("Retry-After", "Sun, 06 Nov 1994 08:51:37 GMT")]);
+        assert_eq!(verdict(&undated, 1, &p), DeliveryResult::Throttled { after: DEFAULT_RETRY_AFTER, status: 429 });
         let refused = Err(CallError::Connect("refused".into()));
-        assert!(matches!(verdict(&refused, 1, &p, now), DeliveryResult::Retry { status: None, .. }));
+        assert!(matches!(verdict(&refused, 1, &p), DeliveryResult::Retry { status: None, .. }));
         let tls = Err(CallError::Tls("unknown issuer".into()));
-        assert!(matches!(verdict(&tls, 1, &p, now), DeliveryResult::Dead { status: None, .. }));
+        assert!(matches!(verdict(&tls, 1, &p), DeliveryResult::Dead { status: None, .. }));
     }
 }

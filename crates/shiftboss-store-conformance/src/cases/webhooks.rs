@@ -160,7 +160,8 @@ pub async fn claims_are_leased_and_fenced_and_outcomes_apply_once<F: Fixture>(f:
     let c = &first.deliveries[0];
     assert_eq!((c.url.as_str(), c.secret.as_str(), c.delivery.task_id), ("https://hooks.example.com/a", SECRET, task));
     assert_eq!(c.delivery.attempts, 1, "a claim counts as an attempt");
-    assert_eq!(first.next_due, Some(h.now().plus(secs(30))), "the claimed one is due again at its lease's end");
+    assert_eq!(first.now, h.now(), "the claim says the store's time");
+    assert_eq!(first.next_due, Some(secs(30)), "the claimed one is due again at its lease's end");
     assert!(h.claim_messages(10).await.deliveries.is_empty(), "a claimed delivery is not claimed twice");
 
     // The claim lapses (a dispatcher died): claimed again, with a new token; the old one is stale.
@@ -194,8 +195,7 @@ pub async fn failures_retry_die_and_are_redelivered_and_receivers_are_heard<F: F
 
     // A failed attempt waits for its next due time.
     let c = h.claim_list().await.remove(0);
-    let retry_at = h.now().plus(secs(5));
-    let r = DeliveryResult::Retry { due_at: retry_at, status: Some(500), error: "HTTP 500".into() };
+    let r = DeliveryResult::Retry { after: secs(5), status: Some(500), error: "HTTP 500".into() };
     assert_eq!(
         h.store
             .record_deliveries(vec![DeliveryOutcome { id: c.delivery.id, token: c.token, result: r }])
@@ -229,7 +229,7 @@ pub async fn failures_retry_die_and_are_redelivered_and_receivers_are_heard<F: F
     // 429 with Retry-After: the subscription is left alone until then; the attempt is not counted.
     let c = h.claim_list().await.remove(0);
     let until = h.now().plus(secs(60));
-    let slow = DeliveryResult::Throttled { until, status: 429 };
+    let slow = DeliveryResult::Throttled { after: secs(60), status: 429 };
     h.store.record_deliveries(vec![DeliveryOutcome { id: c.delivery.id, token: c.token, result: slow }]).await.unwrap();
     let s = h.store.get_subscription(sub.id).await.unwrap().unwrap();
     assert_eq!(s.paused_until, Some(until));
