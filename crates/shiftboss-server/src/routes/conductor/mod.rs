@@ -1,7 +1,7 @@
 //! Conductor's APIs (issue 17), with Conductor's paths under `/api`, its JSON shapes, enum names
 //! and status codes, so that workers and clients written with Conductor's SDKs run against
 //! shiftboss unchanged. A Conductor workflow is a shiftboss task; a Conductor task is one claim
-//! of a shiftboss step (its `taskId` is `<step id>.<lease token>`, which fences every update).
+//! of a shiftboss step (its `taskId` is `<step id>-<lease token>`, which fences every update).
 //! Every verb is one the native API already uses: the worker routes go through the worker
 //! protocol's claim and fenced replies (`routes/agents`), the workflow routes through the
 //! engine's submission and the operator path. `docs/conductor-api.md` says what maps and where

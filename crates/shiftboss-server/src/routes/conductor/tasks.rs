@@ -1,6 +1,6 @@
 //! Conductor's worker routes: poll (one or a batch) and update. A poll is the worker protocol's
 //! claim under the instance `worker:<workerid>`; an update is its fenced reply or heartbeat, the
-//! claim named by the `taskId` the poll handed out (`<step id>.<lease token>`), so an update for
+//! claim named by the `taskId` the poll handed out (`<step id>-<lease token>`), so an update for
 //! a claim that lapsed, was taken again or ended is refused (409) and changes nothing.
 
 use super::wire::{self, Task, TaskResult};

@@ -32,7 +32,7 @@ pub struct TokenAnswer {
 // Named apart in the OpenAPI document: the native API has a `Task` of its own.
 #[schema(as = ConductorTask)]
 pub struct Task {
-    /// `<step id>.<lease token>`: one claim of a step, so that an update names the claim it
+    /// `<step id>-<lease token>`: one claim of a step, so that an update names the claim it
     /// answers (Conductor's TaskResult carries no lease token of its own).
     pub task_id: String,
     /// The agent type (a control step: its kind, such as `SWITCH`).
@@ -70,14 +70,16 @@ pub struct Task {
     pub idempotency_key: Option<String>,
 }
 
-/// The task id Conductor sees for a claim of a step.
+/// The task id Conductor sees for a claim of a step: `<step id>-<lease token>`. Not `.`: the
+/// SDKs read the answer of an update (the task id, as text) as JSON where they can, and
+/// `12.2147483650` would come back as the number 12.214748365.
 pub fn task_id(step: StepId, lease: LeaseToken) -> String {
-    format!("{}.{}", step.0, lease.0)
+    format!("{}-{}", step.0, lease.0)
 }
 
 /// A Conductor task id back to the claim it names; `None` when it is not one we handed out.
 pub fn parse_task_id(id: &str) -> Option<(StepId, LeaseToken)> {
-    let (step, lease) = id.split_once('.')?;
+    let (step, lease) = id.split_once('-')?;
     let step = crate::wire::parse_id(step)?;
     let lease = lease.parse::<i64>().ok()?;
     Some((StepId(step), LeaseToken(lease)))
