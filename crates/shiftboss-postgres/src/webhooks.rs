@@ -180,27 +180,10 @@ pub async fn record(t: &Tx<'_>, outcomes: &[DeliveryOutcome]) -> Result<Vec<bool
     let now = t.now.0;
     let mut out = Vec::with_capacity(outcomes.len());
     for o in outcomes {
-        let (state, due, undo_attempt, status, error, delivered): (
-            &str,
-            i64,
-            i32,
-            Option<u16>,
-            Option<&str>,
-            Option<i64>,
-        ) = match &o.result {
-            DeliveryResult::Delivered { status } => ("delivered", now, 0, Some(*status), None, Some(now)),
-            DeliveryResult::Retry { after, status, error } => {
-                ("pending", now.saturating_add(duration_ms(*after)), 0, *status, Some(error), None)
-            }
-            DeliveryResult::Dead { status, error } => ("dead", now, 0, *status, Some(error), None),
-            DeliveryResult::Gone { status } => {
-                ("pending", now, 1, Some(*status), Some("the receiver answered 410 Gone"), None)
-            }
-            DeliveryResult::Throttled { after, status } => {
-                let until = now.saturating_add(duration_ms(*after));
-                ("pending", until, 1, Some(*status), Some("the receiver asked to slow down"), None)
-            }
-        };
+        let w = o.result.write(now);
+        let (state, due, undo_attempt, error, delivered) =
+            (w.state.as_str(), w.due_at, w.undo_attempt, w.error, w.delivered_at);
+        let status = w.status;
         let status = status.map(i32::from);
         let row = t
             .query_opt(
@@ -226,8 +209,9 @@ pub async fn record(t: &Tx<'_>, outcomes: &[DeliveryOutcome]) -> Result<Vec<bool
                 )
                 .await?;
             }
-            DeliveryResult::Throttled { after, .. } => {
-                let until = now.saturating_add(duration_ms(*after));
+            DeliveryResult::Throttled { .. } => {
+                // The receiver's pause ends when this delivery falls due again.
+                let until = w.due_at;
                 t.execute(
                     "UPDATE subscriptions SET paused_until = greatest(paused_until, $2) WHERE id = $1",
                     &[&subscription, &until],

@@ -184,28 +184,10 @@ pub fn record(t: &Tx<'_>, outcomes: &[DeliveryOutcome]) -> Result<Vec<bool>, Sto
     let now = t.now.0;
     let mut out = Vec::with_capacity(outcomes.len());
     for o in outcomes {
-        // (state, due_at, attempts back, status, error, delivered_at)
-        let (state, due, undo_attempt, status, error, delivered): (
-            &str,
-            i64,
-            i64,
-            Option<u16>,
-            Option<&str>,
-            Option<i64>,
-        ) = match &o.result {
-            DeliveryResult::Delivered { status } => ("delivered", now, 0, Some(*status), None, Some(now)),
-            DeliveryResult::Retry { after, status, error } => {
-                ("pending", now.saturating_add(duration_ms(*after)), 0, *status, Some(error), None)
-            }
-            DeliveryResult::Dead { status, error } => ("dead", now, 0, *status, Some(error), None),
-            DeliveryResult::Gone { status } => {
-                ("pending", now, 1, Some(*status), Some("the receiver answered 410 Gone"), None)
-            }
-            DeliveryResult::Throttled { after, status } => {
-                let until = now.saturating_add(duration_ms(*after));
-                ("pending", until, 1, Some(*status), Some("the receiver asked to slow down"), None)
-            }
-        };
+        let w = o.result.write(now);
+        let (state, due, undo_attempt, error, delivered) =
+            (w.state.as_str(), w.due_at, w.undo_attempt, w.error, w.delivered_at);
+        let status = w.status;
         let row: Option<(i64, i64)> =
             t.tx.prepare_cached(
                 "UPDATE deliveries SET state = ?3, due_at = ?4, attempts = attempts - ?5, last_status = ?6,
@@ -233,8 +215,9 @@ pub fn record(t: &Tx<'_>, outcomes: &[DeliveryOutcome]) -> Result<Vec<bool>, Sto
                 )
                 .map_err(map_err)?;
             }
-            DeliveryResult::Throttled { after, .. } => {
-                let until = now.saturating_add(duration_ms(*after));
+            DeliveryResult::Throttled { .. } => {
+                // The receiver's pause ends when this delivery falls due again.
+                let until = w.due_at;
                 t.tx.execute(
                     "UPDATE subscriptions SET paused_until = max(paused_until, ?2) WHERE id = ?1",
                     params![subscription, until],

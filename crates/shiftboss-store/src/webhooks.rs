@@ -379,6 +379,47 @@ pub enum DeliveryResult {
     Throttled { after: Duration, status: u16 },
 }
 
+/// What a recorded outcome writes on its delivery row, the same in every store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeliveryWrite<'a> {
+    pub state: DeliveryState,
+    /// When it is due next (ms, the store's clock).
+    pub due_at: i64,
+    /// 1 to take back the attempt the claim counted (a receiver's 410 or 429 is not a failure).
+    pub undo_attempt: i32,
+    pub status: Option<u16>,
+    /// The error to keep; none leaves the last one.
+    pub error: Option<&'a str>,
+    pub delivered_at: Option<i64>,
+}
+
+impl DeliveryResult {
+    /// The row change this outcome makes, at the store's time `now` (ms).
+    pub fn write(&self, now: i64) -> DeliveryWrite<'_> {
+        let later = |d: &Duration| now.saturating_add(shiftboss_core::time::duration_ms(*d));
+        let w = |state, due_at, undo_attempt, status, error, delivered_at| DeliveryWrite {
+            state,
+            due_at,
+            undo_attempt,
+            status,
+            error,
+            delivered_at,
+        };
+        use DeliveryState::*;
+        match self {
+            DeliveryResult::Delivered { status } => w(Delivered, now, 0, Some(*status), None, Some(now)),
+            DeliveryResult::Retry { after, status, error } => w(Pending, later(after), 0, *status, Some(error), None),
+            DeliveryResult::Dead { status, error } => w(Dead, now, 0, *status, Some(error), None),
+            DeliveryResult::Gone { status } => {
+                w(Pending, now, 1, Some(*status), Some("the receiver answered 410 Gone"), None)
+            }
+            DeliveryResult::Throttled { after, status } => {
+                w(Pending, later(after), 1, Some(*status), Some("the receiver asked to slow down"), None)
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct DeliveryOutcome {
     pub id: i64,
