@@ -9,7 +9,8 @@ use std::time::Duration;
 pub struct Roles {
     /// Claim due steps and run them through their agents.
     pub scheduler: bool,
-    /// Stand for the leader lease; as leader, sweep lapsed leases, reconcile and archive.
+    /// Stand for the leader lease; as leader, sweep lapsed leases, reconcile and archive. And
+    /// stand for the alerter's lease: tell the operator's alert sinks what needs a person.
     pub supervisor: bool,
     /// Send the status channels' deliveries (webhooks); any number of processes may.
     pub dispatcher: bool,
@@ -206,6 +207,8 @@ pub struct EngineConfig {
     pub submit: crate::group_commit::SubmitConfig,
     /// The status channels' dispatcher, used when it runs the dispatcher.
     pub webhooks: crate::dispatcher::DispatchConfig,
+    /// The operator's alert sinks, fed by the alerter that runs with the supervisor role.
+    pub alerts: crate::alerts::AlertConfig,
 }
 
 impl EngineConfig {
@@ -238,6 +241,7 @@ impl EngineConfig {
         if v.leader_ttl < v.interval * 2 {
             return Err("the leader lease must live at least two supervisor intervals".into());
         }
-        self.webhooks.validate()
+        self.webhooks.validate()?;
+        self.alerts.validate()
     }
 }

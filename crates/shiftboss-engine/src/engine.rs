@@ -184,6 +184,7 @@ impl EngineBuilder {
                 remote: self.remote,
                 outbound: self.outbound,
                 webhook_counters: Arc::default(),
+                alert_counters: Arc::default(),
                 events: watch::Sender::new(()),
                 events_channel: OnceLock::new(),
             }),
@@ -216,6 +217,8 @@ struct Inner {
     /// What the dispatcher sends with.
     outbound: Option<crate::outbound::Outbound>,
     webhook_counters: Arc<crate::dispatcher::DispatchCounters>,
+    /// What the alert sinks sent.
+    alert_counters: Arc<crate::alerts::AlertCounters>,
     /// Rung after this process's writes and by the store's due-work channel: event readers'
     /// bell (see [`crate::follow`]).
     events: watch::Sender<()>,
@@ -447,7 +450,25 @@ impl Engine {
     }
 
     pub fn metrics(&self) -> MetricsSnapshot {
-        self.inner.metrics.snapshot()
+        let g = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        let (w, a) = (&self.inner.webhook_counters, &self.inner.alert_counters);
+        MetricsSnapshot {
+            deliveries: [
+                ("delivered", g(&w.delivered)),
+                ("failed", g(&w.failed)),
+                ("dead", g(&w.dead)),
+                ("throttled", g(&w.throttled)),
+                ("gone", g(&w.gone)),
+            ],
+            alerts: [
+                ("raised", g(&a.raised)),
+                ("folded", g(&a.folded)),
+                ("sent", g(&a.sent)),
+                ("failed", g(&a.failed)),
+                ("dropped", g(&a.dropped)),
+            ],
+            ..self.inner.metrics.snapshot()
+        }
     }
 
     pub fn scheduler(&self) -> Scheduler {
@@ -493,6 +514,26 @@ impl Engine {
         })
     }
 
+    /// The operator's alerter of this engine (`start` runs it with the supervisor role).
+    pub fn alerter(&self) -> Result<crate::alerts::Alerter, crate::outbound::OutboundError> {
+        let outbound = match &self.inner.outbound {
+            Some(o) => o.clone(),
+            None => crate::outbound::Outbound::new(&crate::outbound::OutboundConfig::default())?,
+        };
+        Ok(crate::alerts::Alerter {
+            store: self.inner.store.clone(),
+            outbound,
+            config: self.inner.config.alerts.clone(),
+            counters: self.inner.alert_counters.clone(),
+            metrics: self.inner.metrics.clone(),
+        })
+    }
+
+    /// What this process's alert sinks have done since it started.
+    pub fn alert_counters(&self) -> &crate::alerts::AlertCounters {
+        &self.inner.alert_counters
+    }
+
     /// What this process's dispatcher has done since it started.
     pub fn webhook_counters(&self) -> &crate::dispatcher::DispatchCounters {
         &self.inner.webhook_counters
@@ -519,6 +560,12 @@ impl Engine {
             let supervisor = self.supervisor().with_bell(self.inner.supervisor_bell.clone(), notified);
             tasks.push(tokio::spawn(supervisor.run(rx.clone())));
         }
+        if roles.supervisor {
+            match self.alerter() {
+                Ok(a) => tasks.push(tokio::spawn(a.run(rx.clone()))),
+                Err(e) => tracing::error!(error = %e, "alerter not started: its HTTP client cannot be made"),
+            }
+        }
         if roles.dispatcher {
             match self.dispatcher() {
                 Ok(d) => tasks.push(tokio::spawn(d.run(rx.clone()))),
@@ -530,6 +577,12 @@ impl Engine {
         let bound = s.shutdown_grace + s.shutdown_writes + 3 * crate::scheduler::WIND_UP;
         let bound = if roles.dispatcher {
             bound.max(self.inner.config.webhooks.call_timeout + crate::scheduler::WIND_UP)
+        } else {
+            bound
+        };
+        // The alerter lets its sinks drain for a call timeout and a second.
+        let bound = if roles.supervisor {
+            bound.max(self.inner.config.alerts.call_timeout + Duration::from_secs(1) + crate::scheduler::WIND_UP)
         } else {
             bound
         };

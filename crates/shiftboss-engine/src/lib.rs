@@ -14,6 +14,8 @@
 //! - [`elector`]: keeps a leader lease for leader-only services.
 //! - [`dispatcher`]: the status channels' webhooks: claims the outbox's deliveries, signs and
 //!   sends them, records what became of each (P18).
+//! - [`alerts`]: the operator's alerts (P16, P17): the log's alert events and tasks without
+//!   progress, folded and sent to the configured sinks.
 //! - [`group_commit`]: concurrent single submissions and remote replies written a batch at a time.
 //! - [`follow`]: reading the event log as it is written: a task's events as a stream, awaiting
 //!   its end.
@@ -23,6 +25,7 @@
 //! store contract, and every write for a claimed step carries the claim's lease token.
 
 pub mod agent;
+pub mod alerts;
 pub mod config;
 pub mod dispatcher;
 pub mod elector;

@@ -61,6 +61,10 @@ pub struct MetricsSnapshot {
     pub submit_batches: u64,
     pub remote_replies: u64,
     pub remote_reply_batches: u64,
+    /// What the dispatcher did with deliveries, by outcome (filled by `Engine::metrics`).
+    pub deliveries: [(&'static str, u64); 5],
+    /// What the alerter did, by outcome (filled by `Engine::metrics`).
+    pub alerts: [(&'static str, u64); 5],
 }
 
 impl Metrics {
@@ -91,6 +95,8 @@ impl Metrics {
             submit_batches: g(&self.submit_batches),
             remote_replies: g(&self.remote_replies),
             remote_reply_batches: g(&self.remote_reply_batches),
+            deliveries: Default::default(),
+            alerts: Default::default(),
         }
     }
 }

@@ -260,6 +260,16 @@ impl Store for Counting {
         self.inner.task_keys(ids).await
     }
 
+    async fn read_cursor(&self, name: &str) -> Result<Option<i64>> {
+        self.count("read_cursor");
+        self.inner.read_cursor(name).await
+    }
+
+    async fn advance_cursor(&self, name: &str, to: i64) -> Result<()> {
+        self.count("advance_cursor");
+        self.inner.advance_cursor(name, to).await
+    }
+
     async fn create_subscription(&self, p: NewSubscription) -> Result<SubscriptionRecord> {
         self.count("create_subscription");
         self.inner.create_subscription(p).await
@@ -343,6 +353,8 @@ fn config() -> EngineConfig {
     c.supervisor.interval = Duration::from_millis(100);
     c.supervisor.reconcile_interval = Duration::from_millis(100);
     c.supervisor.idle_interval = Duration::from_secs(30);
+    c.alerts.poll = Duration::from_secs(30);
+    c.alerts.idle_poll = Duration::from_secs(30);
     c.supervisor.leader_ttl = Duration::from_secs(90);
     c.supervisor.archive.interval = Duration::from_secs(30);
     c

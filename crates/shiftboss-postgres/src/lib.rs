@@ -48,6 +48,7 @@ mod archive;
 mod begin;
 mod claim;
 mod connect;
+mod cursors;
 mod enqueue;
 mod error;
 mod expire;
@@ -717,5 +718,16 @@ impl Store for PostgresStore {
 
     async fn replication(&self) -> Result<Option<Replication>> {
         self.read(async |c| replication::read(c).await).await.map(Some)
+    }
+
+    async fn read_cursor(&self, name: &str) -> Result<Option<i64>> {
+        shiftboss_store::cursors::validate_cursor_name(name)?;
+        self.read(async |c| cursors::read(c, name).await).await
+    }
+
+    async fn advance_cursor(&self, name: &str, to: i64) -> Result<()> {
+        shiftboss_store::cursors::validate_cursor_name(name)?;
+        shiftboss_store::cursors::validate_cursor_position(to)?;
+        self.write(async |t| cursors::advance(t, name, to).await).await
     }
 }

@@ -50,7 +50,12 @@ pub async fn read_events(c: Conn<'_>, p: &ReadEvents) -> Result<EventsRead, Stor
         let (sql, values) = statement(p, after, end);
         let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)).collect();
         for r in c.query(&sql, &params).await? {
-            events.push(StreamEvent { event: crate::rows::event(&r)?, task_key: get(&r, 8)?, workflow: get(&r, 9)? });
+            events.push(StreamEvent {
+                event: crate::rows::event(&r)?,
+                task_key: get(&r, 8)?,
+                workflow: get(&r, 9)?,
+                step: get(&r, 10)?,
+            });
         }
     }
     let (after, full) = advance(after, end, &events, p.limit);
@@ -97,17 +102,19 @@ fn statement(p: &ReadEvents, after: i64, end: i64) -> (String, Values) {
     add("TRUE", Box::new(i64::from(p.limit)));
     let limit = values.len();
     let filter = conditions.join(" AND ");
-    let page = |events: &str, tasks: &str| {
+    // The step's name by the task's index (history's steps have no index on their id).
+    let page = |events: &str, tasks: &str, steps: &str| {
         format!(
-            "SELECT e.id, e.task_id, e.step_id, e.at, e.kind, e.level, e.actor, e.detail, t.task_key, t.workflow
+            "SELECT e.id, e.task_id, e.step_id, e.at, e.kind, e.level, e.actor, e.detail, t.task_key, t.workflow,
+                    (SELECT s.name FROM {steps} s WHERE s.task_id = e.task_id AND s.id = e.step_id) AS step_name
                FROM {events} e JOIN {tasks} t ON t.id = e.task_id
               WHERE {filter} ORDER BY e.id LIMIT ${limit}"
         )
     };
     let sql = format!(
         "SELECT * FROM ({}) AS live UNION ALL SELECT * FROM ({}) AS old ORDER BY 1 LIMIT ${limit}",
-        page("events", "tasks"),
-        page("events_history", "tasks_history")
+        page("events", "tasks", "steps"),
+        page("events_history", "tasks_history", "steps_history")
     );
     (sql, values)
 }

@@ -22,6 +22,8 @@ pub struct ApiMetrics {
     leading: IntGauge,
     sweeps: IntCounterVec,
     submissions: IntCounterVec,
+    deliveries: IntCounterVec,
+    alerts: IntCounterVec,
     store_up: IntGauge,
     /// Held while a scrape brings the counters level with the engine's: two scrapes at once would
     /// both add the same difference.
@@ -98,6 +100,20 @@ impl ApiMetrics {
             ),
             &["measure"],
         )?;
+        let deliveries = IntCounterVec::new(
+            Opts::new(
+                "webhook_attempts_total",
+                "Status-channel delivery attempts this process's dispatcher made, by outcome: delivered, failed (tried again later), dead, throttled (429), gone (410).",
+            ),
+            &["outcome"],
+        )?;
+        let alerts = IntCounterVec::new(
+            Opts::new(
+                "alerts_total",
+                "Operator alerts this process's alerter raised, repeats it folded into summaries, and what its sinks did with alerts: sent, failed, dropped (a full queue).",
+            ),
+            &["outcome"],
+        )?;
         let store_up = IntGauge::new("store_up", "1 when the state store answered the last scrape's queries, else 0.")?;
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
@@ -110,6 +126,8 @@ impl ApiMetrics {
             Box::new(leading.clone()),
             Box::new(sweeps.clone()),
             Box::new(submissions.clone()),
+            Box::new(deliveries.clone()),
+            Box::new(alerts.clone()),
             Box::new(store_up.clone()),
         ] {
             registry.register(c)?;
@@ -126,6 +144,8 @@ impl ApiMetrics {
             leading,
             sweeps,
             submissions,
+            deliveries,
+            alerts,
             store_up,
             rendering: std::sync::Mutex::default(),
         })
@@ -154,6 +174,12 @@ impl ApiMetrics {
         for (measure, value) in [("tasks", engine.submitted), ("transactions", engine.submit_batches)] {
             let c = self.submissions.with_label_values(&[measure]);
             c.inc_by(value.saturating_sub(c.get()));
+        }
+        for (vec, values) in [(&self.deliveries, &engine.deliveries[..]), (&self.alerts, &engine.alerts[..])] {
+            for (outcome, value) in values.iter().filter(|(o, _)| !o.is_empty()) {
+                let c = vec.with_label_values(&[*outcome]);
+                c.inc_by(value.saturating_sub(c.get()));
+            }
         }
         self.leader_term.set(i64::try_from(engine.leader_term).unwrap_or(i64::MAX));
         self.leading.set(i64::from(engine.leader_term > 0));

@@ -13,6 +13,7 @@
 
 mod archive;
 mod claim;
+mod cursors;
 mod error;
 mod expire;
 mod group;
@@ -477,6 +478,19 @@ impl Store for SqliteStore {
     async fn redeliver(&self, p: Redeliver) -> Result<RedeliverReport> {
         p.validate()?;
         self.write(move |t| webhooks::redeliver(t, &p)).await
+    }
+
+    async fn read_cursor(&self, name: &str) -> Result<Option<i64>> {
+        shiftboss_store::cursors::validate_cursor_name(name)?;
+        let name = name.to_owned();
+        self.read(move |c| cursors::read(c, &name)).await
+    }
+
+    async fn advance_cursor(&self, name: &str, to: i64) -> Result<()> {
+        shiftboss_store::cursors::validate_cursor_name(name)?;
+        shiftboss_store::cursors::validate_cursor_position(to)?;
+        let name = name.to_owned();
+        self.write(move |t| cursors::advance(t, &name, to)).await
     }
 
     /// This process's commits ring through the writer; other processes' through the file's wake.

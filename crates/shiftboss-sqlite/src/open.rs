@@ -28,6 +28,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0014_webhooks.sql"),
     include_str!("migrations/0015_event_stream.sql"),
     include_str!("migrations/0016_task_generation.sql"),
+    include_str!("migrations/0017_cursors.sql"),
 ];
 
 /// The schema version this build writes and reads.

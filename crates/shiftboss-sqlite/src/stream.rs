@@ -27,7 +27,12 @@ pub fn read_events(c: &Connection, p: &ReadEvents) -> Result<EventsRead, StoreEr
     let mut st = c.prepare_cached(&sql).map_err(map_err)?;
     let rows = st
         .query_map(params_from_iter(values), |r| {
-            Ok(StreamEvent { event: crate::rows::event(r)?, task_key: r.get(8)?, workflow: r.get(9)? })
+            Ok(StreamEvent {
+                event: crate::rows::event(r)?,
+                task_key: r.get(8)?,
+                workflow: r.get(9)?,
+                step: r.get(10)?,
+            })
         })
         .map_err(map_err)?;
     let events = rows.collect::<Result<Vec<_>, _>>().map_err(map_err)?;
@@ -66,17 +71,19 @@ fn statement(p: &ReadEvents, after: i64, end: i64) -> (String, Vec<Value>) {
     values.push(Value::Integer(i64::from(p.limit)));
     let limit = values.len();
     let filter = conditions.join(" AND ");
-    let page = |events: &str, tasks: &str| {
+    // The step's name by the task's index (history's steps have no index on their id).
+    let page = |events: &str, tasks: &str, steps: &str| {
         format!(
-            "SELECT e.id, e.task_id, e.step_id, e.at, e.kind, e.level, e.actor, e.detail, t.task_key, t.workflow
+            "SELECT e.id, e.task_id, e.step_id, e.at, e.kind, e.level, e.actor, e.detail, t.task_key, t.workflow,
+                    (SELECT s.name FROM {steps} s WHERE s.task_id = e.task_id AND s.id = e.step_id) AS step_name
                FROM {events} e JOIN {tasks} t ON t.id = e.task_id
               WHERE {filter} ORDER BY e.id LIMIT ?{limit}"
         )
     };
     let sql = format!(
         "SELECT * FROM ({}) UNION ALL SELECT * FROM ({}) ORDER BY 1 LIMIT ?{limit}",
-        page("events", "tasks"),
-        page("events_history", "tasks_history")
+        page("events", "tasks", "steps"),
+        page("events_history", "tasks_history", "steps_history")
     );
     (sql, values)
 }

@@ -221,7 +221,7 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, shiftboss_sqlite::SCHEMA_VERSION);
-    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 16);
+    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 17);
     // Migration 15: history's events are indexed by id, for event streams that resume from an id.
     let by_id: i64 = c
         .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'events_history_id'", [], |r| {

@@ -213,6 +213,9 @@ macro_rules! conformance_suite {
                 every_event_once_in_id_order_with_filters,
                 new_events_follow_and_archived_ones_stay_readable,
             }
+            cursors {
+                a_cursor_is_kept_and_only_moves_forward,
+            }
             workers {
                 workers_are_recorded_per_agent_type_and_forgotten_when_unseen,
                 task_keys_name_the_tasks_found,

@@ -52,3 +52,14 @@ pub const TASK_RESTORED: &str = "task.restored";
 /// A status-channel delivery was given up (its retry schedule ran out, or the receiver refused it
 /// for good): an alert. The detail names the delivery and its subscription.
 pub const DELIVERY_DEAD: &str = "delivery.dead";
+
+/// The kinds an operator's alert sinks are told of (issue 18): a step in Error, a task that failed
+/// (for good, by its timeout, or into compensation), a compensation that failed, a step past its
+/// lease under an alert-only policy, and a dead delivery. A task without progress is found by
+/// the alerter's own look, not by an event.
+pub const ALERT_KINDS: [&str; 7] =
+    [STEP_ERROR, TASK_FAILED, TASK_COMPENSATING, TASK_COMPENSATION_FAILED, TASK_TIMED_OUT, STEP_OVERDUE, DELIVERY_DEAD];
+
+/// The kind of the alert the alerter raises for a running task without progress for a set time.
+/// Never written to the event log (nothing happened: that is the point).
+pub const TASK_STUCK: &str = "task.stuck";

@@ -8,6 +8,7 @@
 pub mod advance;
 pub mod bulk;
 pub mod clock;
+pub mod cursors;
 pub mod decided;
 pub mod error;
 pub mod event_kind;
@@ -297,4 +298,11 @@ pub trait Store: Send + Sync + 'static {
     async fn replication(&self) -> Result<Option<Replication>> {
         Ok(None)
     }
+
+    /// Where the named cursor stands (an event id: everything up to it was read), or none when it
+    /// was never moved (see [`cursors`]).
+    async fn read_cursor(&self, name: &str) -> Result<Option<i64>>;
+
+    /// Moves the named cursor forward to `to`; a position behind where it stands changes nothing.
+    async fn advance_cursor(&self, name: &str, to: i64) -> Result<()>;
 }

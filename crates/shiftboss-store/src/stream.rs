@@ -126,6 +126,8 @@ pub struct StreamEvent {
     pub event: EventRecord,
     pub task_key: String,
     pub workflow: String,
+    /// The name of the step it is about, if it is about one.
+    pub step: Option<String>,
 }
 
 /// What a read found.

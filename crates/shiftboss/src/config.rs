@@ -56,6 +56,24 @@
 //! lease = "60s"                    # a claimed delivery is sent again after this if its dispatcher died
 //! retry = { kind = "intervals", intervals = ["5s", "5m", "30m", "2h", "5h", "10h"] }  # then dead, with an alert
 //!
+//! [alerts]                         # the operator's alerts, sent by the supervisor role's alerter
+//! fold = "10m"                     # repeats on one subject (a workflow's step, ...) within it: one summary
+//! stuck_after = "1h"               # a running task with no progress this long is reported; "0s": never
+//! stuck_scan = "1m"                # how often running tasks are looked at
+//! call_timeout = "10s"             # one call to a sink's webhook
+//! idle_poll = "10s"                # the longest wait between two reads of a quiet event log
+//! queue = 1000                     # alerts a slow sink holds before it drops new ones
+//! [[alerts.sinks]]                 # default: kind = "log" alone; listing sinks replaces it
+//! kind = "log"                     # a warn line on the target shiftboss::alert
+//! [[alerts.sinks]]
+//! kind = "webhook"                 # the alert as JSON
+//! name = "pager"
+//! url = "https://ops.example.com/hooks/shiftboss"
+//! secret = "whsec_..."             # optional: Standard Webhooks signature headers
+//! [[alerts.sinks]]
+//! kind = "slack"                   # {"text": ...}: Slack's, Mattermost's, ... incoming webhooks
+//! url = "https://hooks.slack.com/services/..."  # never logged
+//!
 //! [client]                         # retry jobs: how `jobs enqueue` spreads them (M3, M8)
 //! balance = "weighted"             # "hash" of the key (default), "round-robin" or "weighted"
 //! shares = [{ buckets = "0-127", weight = 2 }, { buckets = "128-255", weight = 1 }]
@@ -122,6 +140,8 @@ pub struct FileConfig {
     pub outbound: OutboundSection,
     #[serde(default)]
     pub webhooks: WebhooksSection,
+    #[serde(default)]
+    pub alerts: AlertsSection,
     #[serde(default, alias = "handlers")]
     pub agents: BTreeMap<String, AgentSection>,
 }
@@ -138,6 +158,87 @@ pub struct WebhooksSection {
     #[serde(default, with = "serde_duration::option")]
     pub idle_poll: Option<Duration>,
     pub retry: Option<RetryPolicy>,
+}
+
+/// The operator's alerts (its sinks' calls go out under `[outbound]`'s guard).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertsSection {
+    #[serde(default, with = "serde_duration::option")]
+    pub fold: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub stuck_after: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub stuck_scan: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub call_timeout: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub idle_poll: Option<Duration>,
+    pub queue: Option<usize>,
+    pub sinks: Option<Vec<SinkSection>>,
+}
+
+/// One alert sink.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SinkSection {
+    pub kind: SinkKindName,
+    /// How logs and metrics name it; the kind by default.
+    pub name: Option<String>,
+    pub url: Option<String>,
+    /// A webhook sink's `whsec_` signing secret.
+    pub secret: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SinkKindName {
+    Log,
+    Webhook,
+    Slack,
+}
+
+impl AlertsSection {
+    /// The sinks as the engine takes them; none listed: the log alone.
+    pub fn sinks(&self) -> anyhow::Result<Option<Vec<shiftboss_engine::alerts::SinkConfig>>> {
+        use shiftboss_engine::alerts::{SinkConfig, SinkKind};
+        let Some(list) = &self.sinks else { return Ok(None) };
+        let mut out = Vec::new();
+        for (i, s) in list.iter().enumerate() {
+            let kind_name = match s.kind {
+                SinkKindName::Log => "log",
+                SinkKindName::Webhook => "webhook",
+                SinkKindName::Slack => "slack",
+            };
+            let name = s.name.clone().unwrap_or_else(|| format!("{kind_name}-{}", i + 1));
+            // The url is not quoted in errors: a chat webhook's path is its password.
+            let url = || -> anyhow::Result<reqwest::Url> {
+                let text =
+                    s.url.as_deref().ok_or_else(|| anyhow::anyhow!("[[alerts.sinks]] {name}: url is required"))?;
+                reqwest::Url::parse(text)
+                    .map_err(|e| anyhow::anyhow!("[[alerts.sinks]] {name}: the url does not parse ({e})"))
+            };
+            let kind = match s.kind {
+                SinkKindName::Log => {
+                    anyhow::ensure!(
+                        s.url.is_none() && s.secret.is_none(),
+                        "[[alerts.sinks]] {name}: a log sink has no url or secret"
+                    );
+                    SinkKind::Log
+                }
+                SinkKindName::Webhook => SinkKind::Webhook { url: url()?, secret: s.secret.clone() },
+                SinkKindName::Slack => {
+                    anyhow::ensure!(
+                        s.secret.is_none(),
+                        "[[alerts.sinks]] {name}: a slack sink takes no secret (its url is one)"
+                    );
+                    SinkKind::Chat { url: url()? }
+                }
+            };
+            out.push(SinkConfig { name, kind });
+        }
+        Ok(Some(out))
+    }
 }
 
 /// Bounds on waiting for the state store (see `target::StoreBounds`).

@@ -244,6 +244,12 @@ impl Store for Patient {
     async fn replication(&self) -> Result<Option<Replication>> {
         patiently!(self, "reading the replication", self.inner.replication())
     }
+    async fn read_cursor(&self, name: &str) -> Result<Option<i64>> {
+        patiently!(self, "reading a cursor", self.inner.read_cursor(name))
+    }
+    async fn advance_cursor(&self, name: &str, to: i64) -> Result<()> {
+        patiently!(self, "moving a cursor", self.inner.advance_cursor(name, to))
+    }
     async fn read_events(&self, p: ReadEvents) -> Result<EventsRead> {
         patiently!(self, "reading events", self.inner.read_events(p.clone()))
     }

@@ -202,16 +202,17 @@ impl Dispatcher {
     }
 }
 
-/// The store's time, carried on by the monotonic clock since a claim: the dispatcher reads no
-/// wall clock of its host (whose skew must change no decision; see tests/lease_clock.rs).
+/// The store's time, carried on by the monotonic clock since a claim: the dispatcher (and the
+/// alerter) read no wall clock of their host (whose skew must change no decision; see
+/// tests/lease_clock.rs).
 #[derive(Debug, Clone, Copy)]
-struct StoreClock {
-    at_claim: Timestamp,
-    claimed: Instant,
+pub(crate) struct StoreClock {
+    pub(crate) at_claim: Timestamp,
+    pub(crate) claimed: Instant,
 }
 
 impl StoreClock {
-    fn now(&self) -> Timestamp {
+    pub(crate) fn now(&self) -> Timestamp {
         self.at_claim.plus(self.claimed.elapsed())
     }
 }

@@ -9,6 +9,7 @@ pub mod claim;
 pub mod compensation;
 pub mod concurrency;
 pub mod control;
+pub mod cursors;
 pub mod expire;
 pub mod fencing;
 pub mod jobs;

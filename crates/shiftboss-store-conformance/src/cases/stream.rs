@@ -82,6 +82,14 @@ pub async fn every_event_once_in_id_order_with_filters<F: Fixture>(f: F) {
         ("order-1", "three"),
         "with its task's key and workflow"
     );
+    let about_steps: Vec<&StreamEvent> = got.iter().filter(|e| e.event.step_id.is_some()).collect();
+    assert!(!about_steps.is_empty());
+    for e in &about_steps {
+        let d = h.task(e.event.task_id).await;
+        let step = d.steps.iter().find(|s| Some(s.id) == e.event.step_id).expect("the event's step");
+        assert_eq!(e.step.as_deref(), Some(step.name.as_str()), "an event about a step names it");
+    }
+    assert!(got.iter().filter(|e| e.event.step_id.is_none()).all(|e| e.step.is_none()));
     assert_eq!(got.iter().map(|e| e.event.clone()).collect::<Vec<_>>(), all, "the same records the task's log holds");
 
     // Resuming after any id gives exactly the rest.

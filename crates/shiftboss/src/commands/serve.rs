@@ -239,6 +239,28 @@ impl ServeArgs {
         if let Some(x) = &fw.retry {
             w.retry = x.clone();
         }
+        let (a, fa) = (&mut c.alerts, &file.alerts);
+        if let Some(x) = fa.sinks()? {
+            a.sinks = x;
+        }
+        if let Some(x) = fa.fold {
+            a.fold = x;
+        }
+        if let Some(x) = fa.stuck_after {
+            a.stuck_after = x;
+        }
+        if let Some(x) = fa.stuck_scan {
+            a.stuck_scan = x;
+        }
+        if let Some(x) = fa.call_timeout {
+            a.call_timeout = x;
+        }
+        if let Some(x) = fa.queue {
+            a.queue = x;
+        }
+        if let Some(x) = fa.idle_poll {
+            a.idle_poll = x;
+        }
         Ok(c)
     }
 
