@@ -85,6 +85,11 @@ def write(r, path, plot_name):
     both("  API call p50 / p99 / max ms", lambda s: _lat(s.get("api_submit")))
     both("  serve peak RSS MB under that load", lambda s: _f((_g(s, "api_submit", "vm_hwm_kb") or 0) / 1024 or None,
                                                              "{:.1f}"))
+    both("status channels: commit to receiver p50 / p99 / max ms, idle", lambda s: _lat({"latency": _g(s, "notify", "idle")}))
+    both("  message to receiver p50 / p99 / max ms, during a drain", lambda s: _lat({"latency": _g(s, "notify", "under_load")}))
+    both("  deliveries/s (3 per task, one subscription per task)", lambda s: _f(_g(s, "notify", "deliveries_per_s")))
+    both("  no-op drain tasks/s without / with a subscription per task",
+         lambda s: f"{_f(_g(s, 'notify', 'drain_without_per_s'))} / {_f(_g(s, 'notify', 'drain_with_per_s'))}")
     for w in (1, 4):
         both(f"remote workers x{w} (Rust client, batch polls): steps/s",
              lambda s, w=w: _f(_g(s, f"remote_{w}", "steps_per_s")))

@@ -102,6 +102,14 @@ def check(r):
     p99s = [v for v in (_get(r, "postgres", f"remote_{w}", "pickup", "p99_ms") for w in (1, 4)) if v is not None]
     rows.append(_row("PostgreSQL remote pickup p99 (waiting long poll)", f"{max(p99s):.1f} ms" if p99s else "-",
                      "<= 5 ms", None if not p99s else max(p99s) <= 5))
+    # Issue 18: status channels.
+    for store in ("sqlite", "postgres"):
+        lat = _get(r, store, "notify", "idle")
+        rows.append(_row(f"status channel, commit to receiver p99, idle ({store})",
+                         f"{lat['p99_ms']:.1f} ms" if lat else "-", "<= 50 ms", None if not lat else lat["p99_ms"] <= 50))
+        ratio = _get(r, store, "notify", "ratio")
+        rows.append(_row(f"no-op drain with a subscription per task / without ({store})",
+                         f"{ratio:.2f}x" if ratio else "-", ">= 0.7x", None if not ratio else ratio >= 0.7))
     idle = _get(r, "postgres", "idle", "xact_per_s")
     rows.append(_row("idle load of one serve (PostgreSQL)", f"{idle:.2f} xact/s" if idle is not None else "-",
                      "<= 1 xact/s", None if idle is None else idle <= 1.0))

@@ -38,8 +38,8 @@ enum Command {
     #[command(subcommand)]
     Bench(bench::BenchCommand),
     /// The product's `shiftboss serve`, in this build: a chaos worker that can die at the point
-    /// `SHIFTBOSS_FAULT=POINT@N` names. Takes serve's flags (no API unless `--listen` is given); no
-    /// config file.
+    /// `SHIFTBOSS_FAULT=POINT@N` names. Takes serve's flags (no API unless `--listen` is given), and
+    /// the config file SHIFTBOSS_CONFIG names.
     Worker(Box<ServeArgs>),
     /// Internal: the product's `shiftboss tasks`, for the harness's submitting processes.
     #[command(subcommand, hide = true)]
@@ -52,9 +52,12 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         Command::Chaos(args) => chaos::run(cli.db.as_deref(), args).await,
         Command::Bench(c) => c.run(&db()?).await.map(|()| true),
         Command::Worker(args) => {
-            // Only the environment, as the product reads it with no --config: the harness starts
-            // its workers with SHIFTBOSS_CONFIG removed.
-            let mut file = FileConfig::default();
+            // The config file SHIFTBOSS_CONFIG names, and the environment, as the product reads
+            // them: the harness gives its workers a file of its own.
+            let mut file = match std::env::var_os("SHIFTBOSS_CONFIG") {
+                Some(path) => FileConfig::load(std::path::Path::new(&path))?,
+                None => FileConfig::default(),
+            };
             file.apply_env()?;
             args.without_api_by_default().run(&db()?, &file).await.map(|()| true)
         }

@@ -41,6 +41,8 @@ fn chaos(db: Option<&str>, workdir: &std::path::Path, args: &[&str]) -> String {
     assert!(kills >= 1, "no worker was killed:\n{t}");
     assert_eq!(figure(&t, "lost"), 0);
     assert_eq!(figure(&t, "effects applied twice"), 0);
+    assert_eq!(figure(&t, "notifications lost"), 0, "every order's messages arrived:\n{t}");
+    assert!(t.contains(" 0 dead, 0 pending"), "{t}");
     t
 }
 

@@ -11,6 +11,7 @@ mod error;
 mod flow;
 mod jobs;
 mod noop;
+mod notify;
 mod pickup;
 mod recovery;
 mod remote;
@@ -41,6 +42,9 @@ pub enum BenchCommand {
     /// Internal: one worker process of `bench remote`.
     #[command(hide = true)]
     RemoteWorker(remote::RemoteWorkerArgs),
+    /// Status channels: commit-to-receiver latency idle and under a drain, deliveries per second,
+    /// and the drain with one subscription per task against the drain without.
+    Notify(notify::NotifyArgs),
     /// Recovery: a step whose agent's process dies; time from its complete-by to its next start.
     Recovery(recovery::RecoveryArgs),
     /// Claim and sweep cost against whatever finished records the store already holds.
@@ -62,6 +66,7 @@ impl BenchCommand {
             BenchCommand::Api(a) => api::run(a).await?,
             BenchCommand::Remote(a) => remote::run(a).await?,
             BenchCommand::RemoteWorker(a) => return remote::worker(a).await,
+            BenchCommand::Notify(a) => notify::run(db, a).await?,
             BenchCommand::Recovery(a) => recovery::run(db, a).await?,
             BenchCommand::Claim(a) => claim::run(db, a).await?,
             BenchCommand::SqliteCommits(a) => sqlite_commits::run(db, a).await?,

@@ -141,13 +141,13 @@ impl Audit {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use serde_json::{Value, json};
     use shiftboss_core::model::{EventLevel, StepRecord, TaskRecord};
     use shiftboss_core::{LeaseToken, StepState, TaskId, TaskState};
 
-    fn event(id: i64, at: i64, kind: &str, detail: Value) -> EventRecord {
+    pub(in crate::chaos) fn event(id: i64, at: i64, kind: &str, detail: Value) -> EventRecord {
         EventRecord {
             id,
             task_id: TaskId(1),
@@ -160,7 +160,7 @@ mod tests {
         }
     }
 
-    fn task(failure_count: u32, events: Vec<EventRecord>) -> TaskDetail {
+    pub(in crate::chaos) fn task(failure_count: u32, events: Vec<EventRecord>) -> TaskDetail {
         let task = TaskRecord {
             id: TaskId(1),
             key: "k".into(),

@@ -10,6 +10,7 @@
 mod audit;
 mod drive;
 mod faults;
+mod notify;
 mod process_submit;
 mod report;
 mod run;

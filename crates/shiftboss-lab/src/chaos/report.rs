@@ -1,6 +1,7 @@
 //! The figures a chaos run prints, and which of them fail it.
 
 use super::audit::Audit;
+use super::notify::NotifyFigures;
 use super::process_submit::ProcessFigures;
 use shiftboss_store::fault::FaultPoint;
 use std::collections::BTreeMap;
@@ -56,6 +57,8 @@ pub struct Report {
     pub integrity: Option<String>,
     /// Workers that did not stop cleanly when asked at the end.
     pub unclean_stops: Vec<String>,
+    /// The status channel's messages: written, received, lost.
+    pub notifications: NotifyFigures,
     pub faults_for: Duration,
     pub elapsed: Duration,
 }
@@ -93,6 +96,9 @@ impl Report {
         );
         check(self.integrity.as_deref().is_none_or(|i| i == "ok"), format!("integrity_check: {:?}", self.integrity));
         check(self.unclean_stops.is_empty(), format!("workers that did not stop cleanly: {:?}", self.unclean_stops));
+        let n = &self.notifications;
+        check(n.lost == 0, format!("{} notifications lost", n.lost));
+        check(n.dead == 0 && n.pending == 0, format!("{} deliveries dead, {} still pending", n.dead, n.pending));
         f
     }
 
@@ -138,6 +144,17 @@ impl Report {
         println!(
             "  effects applied twice {} (repeated requests dropped by idempotency key: {})",
             self.applied_twice, self.duplicates_dropped
+        );
+        let n = &self.notifications;
+        println!(
+            "  notifications lost    {} of {} messages (the receiver saw {} requests, accepted {} with repeats; {} dead, {} pending; drained in {:.1} s)",
+            n.lost,
+            n.expected,
+            n.requests,
+            n.accepted,
+            n.dead,
+            n.pending,
+            n.drained_in.as_secs_f64()
         );
         println!("  late completions      applied {}, refused {}", a.late_completions_applied, a.late_replies_refused);
         println!(

@@ -4,6 +4,7 @@ use super::ChaosArgs;
 use super::audit::Audit;
 use super::drive::{Driving, drive};
 use super::faults::Menu;
+use super::notify::{self, NotifyFigures, Receiver};
 use super::process_submit::ProcessSubmitter;
 use super::report::{Injected, Report};
 use super::setup::setup;
@@ -61,6 +62,9 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
     let stock = services::start("stock", "out of stock", 0, rates, ledger.clone()).await?;
     let payment = services::start("payment", "card declined", 0, rates, ledger.clone()).await?;
     let shipping = services::start("shipping", "address not deliverable", 0, rates, ledger.clone()).await?;
+    // Every order's messages go to a receiver in this process, through the workers' dispatchers.
+    let receiver = Receiver::start().await?;
+    receiver.subscribe(store.as_ref()).await?;
     let recipe = Recipe {
         exe: std::env::current_exe().context("finding the shiftboss-lab executable")?,
         db: s.worker_db.clone(),
@@ -72,6 +76,7 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
         concurrency: args.concurrency,
         logs: workdir.clone(),
         faketime,
+        config: notify::write_config(&workdir)?,
     };
     let processes = args.processes.unwrap_or(if s.pg.is_some() { 3 } else { 1 }) as usize;
     let mut workers: Vec<Worker> = (1..=processes).map(|n| Worker::new(format!("chaos-{n}"))).collect();
@@ -107,6 +112,12 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
     })
     .await?;
 
+    // The workers still run: the outbox drains (a worker the faults left dead is started again
+    // by the drive's last look).
+    let mut notifications = NotifyFigures::default();
+    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(30));
+    notify::drain(store.as_ref(), left.min(Duration::from_secs(120)), &mut notifications).await;
+
     let mut unclean_stops = Vec::new();
     for w in &mut workers {
         match w.stop() {
@@ -134,6 +145,7 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
             None => lost += 1,
         }
     }
+    receiver.audit(&details, &mut notifications);
     let in_store = store.task_counts().await?.iter().map(|(_, n)| n).sum();
     let leader_term = match &s.pg {
         Some(pg) => pg.leader().ok().flatten().map(|(_, term)| term),
@@ -160,6 +172,7 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
         leader_term,
         integrity,
         unclean_stops,
+        notifications,
         faults_for,
         elapsed: started.elapsed(),
     };

@@ -54,6 +54,8 @@ pub struct Recipe {
     pub logs: PathBuf,
     /// libfaketime, when the workers' wall clocks are skewed.
     pub faketime: Option<PathBuf>,
+    /// The workers' config file (SHIFTBOSS_CONFIG): the dispatcher's quick retries.
+    pub config: PathBuf,
 }
 
 pub struct Worker {
@@ -91,7 +93,7 @@ impl Worker {
             .context("opening a worker's log")?;
         let mut cmd = Command::new(&r.exe);
         cmd.env("SHIFTBOSS_DB", &r.db)
-            .env_remove("SHIFTBOSS_CONFIG")
+            .env("SHIFTBOSS_CONFIG", &r.config)
             .env_remove(FAULT_ENV)
             .args(["worker", "--listen", "off", "--stop-when-stdin-closes", "--instance-id", &self.instance])
             .args(["--concurrency", &r.concurrency.to_string(), "--poll-interval", "100ms"])

@@ -1,0 +1,223 @@
+//! Status channels (issue 18): how fast a message reaches its receiver, how many the dispatcher
+//! sends per second, and what one subscription per task costs the drain. A receiver in this
+//! process takes the webhooks (loopback, answers 204 at once); one engine in this process runs
+//! the no-op step and the dispatcher, as `serve` does by default.
+//!
+//! - Idle: one task every `--every`, each with its own subscription to `task.received`; the
+//!   latency is from `submit`'s return (the commit) to the message's arrival.
+//! - Drain: `--tasks` one-step no-op tasks submitted (not timed), then drained by a fresh engine,
+//!   first without subscriptions, then each task with its own subscription to every message
+//!   (3 per task: received, step completed, completed). Tasks per second of each drain and their
+//!   ratio; deliveries per second from the engine's start to the last arrival; and the latency of
+//!   the messages written while the drain ran (step completed, completed), from the event's time
+//!   in the message to its arrival, by the wall clock (one host: the store's clock is this one).
+
+use super::{BenchError, noop, stats, store_name};
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use clap::Args;
+use serde_json::{Value, json};
+use shiftboss::target::DbTarget;
+use shiftboss_core::InstanceId;
+use shiftboss_engine::outbound::{Outbound, OutboundConfig};
+use shiftboss_engine::{Engine, RunningEngine};
+use shiftboss_store::{MessageKind, Store, SubmitTask, WebhookTarget};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+#[derive(Debug, Args)]
+pub struct NotifyArgs {
+    /// Tasks of each drain.
+    #[arg(long, default_value_t = 20_000)]
+    tasks: u64,
+    /// Tasks of the idle round.
+    #[arg(long, default_value_t = 200)]
+    idle: u64,
+    /// The pause between two tasks of the idle round.
+    #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
+    every: Duration,
+    /// Steps in flight; claims and reply batches take up to half of them.
+    #[arg(long, default_value_t = 2048)]
+    concurrency: u32,
+    /// Give up a phase after this long.
+    #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+}
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// One message as it arrived.
+struct Arrival {
+    at: Instant,
+    /// Milliseconds from the event's time in the message to the arrival, by the wall clock.
+    since_event_ms: f64,
+}
+
+#[derive(Default)]
+struct Inbox {
+    /// By (task key, message kind): the first arrival.
+    first: Mutex<HashMap<(String, String), Arrival>>,
+}
+
+async fn receive(State(inbox): State<Arc<Inbox>>, body: String) -> StatusCode {
+    let at = Instant::now();
+    let wall = SystemTime::now();
+    let Ok(msg) = serde_json::from_str::<Value>(&body) else { return StatusCode::BAD_REQUEST };
+    let (Some(kind), Some(key), Some(stamp)) =
+        (msg["type"].as_str(), msg["data"]["key"].as_str(), msg["timestamp"].as_str())
+    else {
+        return StatusCode::BAD_REQUEST;
+    };
+    let since_event_ms = humantime::parse_rfc3339(stamp)
+        .ok()
+        .and_then(|t| wall.duration_since(t).ok())
+        .map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+    let mut first = inbox.first.lock().unwrap_or_else(|p| p.into_inner());
+    first.entry((key.to_owned(), kind.to_owned())).or_insert(Arrival { at, since_event_ms });
+    StatusCode::NO_CONTENT
+}
+
+pub async fn run(db: &DbTarget, a: NotifyArgs) -> anyhow::Result<Value> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let store = db.open(true).await?;
+    store.register_workflow(&noop::workflow()).await?;
+    let inbox = Arc::new(Inbox::default());
+    let app = Router::new().route("/hook", post(receive)).with_state(inbox.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/hook", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let target = |kinds: Vec<MessageKind>| WebhookTarget { url: url.clone(), secret: SECRET.into(), kinds };
+    let run = noop::run_id();
+
+    // Idle: one task at a time.
+    let engine = engine(store.clone(), a.concurrency)?;
+    let running = engine.start();
+    let mut idle = Vec::new();
+    for i in 0..a.idle {
+        let mut task = noop::job(&format!("{run}-idle"), i);
+        task.notify = Some(target(vec![MessageKind::Received]));
+        let key = task.key.clone();
+        engine.submit(task).await?;
+        let committed = Instant::now();
+        let arrived = wait_for(&inbox, &key, "task.received", Duration::from_secs(10)).await;
+        let Some(arrived) = arrived else {
+            running.shutdown().await;
+            anyhow::bail!("bench notify: task {key}'s message did not arrive within 10 s");
+        };
+        idle.push(arrived.saturating_duration_since(committed).as_secs_f64() * 1000.0);
+        tokio::time::sleep(a.every).await;
+    }
+    running.shutdown().await;
+    eprintln!("bench notify: idle round done ({} tasks); draining without subscriptions", a.idle);
+
+    let (without, running) = drain(&store, &run, "plain", a.tasks, None, &a).await?;
+    running.shutdown().await;
+    eprintln!("bench notify: {:.0} tasks/s without; draining with one subscription per task", without.per_s);
+    // The engine runs on after the drain: its dispatcher sends what is left.
+    let (with, running) = drain(&store, &run, "notified", a.tasks, Some(target(Vec::new())), &a).await?;
+
+    // Every message of the notified drain: 3 per task.
+    let expected = a.tasks * 3;
+    let give_up = Instant::now() + a.timeout;
+    let (deliveries_s, load) = loop {
+        let (n, last, load) = {
+            let first = inbox.first.lock().unwrap_or_else(|p| p.into_inner());
+            let mine: Vec<(&(String, String), &Arrival)> =
+                first.iter().filter(|((k, _), _)| k.contains("-notified-")).collect();
+            let last = mine.iter().map(|(_, a)| a.at).max();
+            let load: Vec<f64> =
+                mine.iter().filter(|((_, kind), _)| kind != "task.received").map(|(_, a)| a.since_event_ms).collect();
+            (mine.len() as u64, last, load)
+        };
+        if n >= expected {
+            let last = last.unwrap_or(with.started);
+            break (last.saturating_duration_since(with.started).as_secs_f64(), load);
+        }
+        if Instant::now() > give_up {
+            running.shutdown().await;
+            let e = BenchError::Timeout { what: "deliveries", after: a.timeout, done: n, total: expected };
+            return Err(e.into());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    running.shutdown().await;
+    Ok(json!({
+        "workload": "notify", "store": store_name(db), "tasks": a.tasks, "concurrency": a.concurrency,
+        "idle": stats::summary(idle),
+        "drain_without_per_s": stats::round3(without.per_s),
+        "drain_with_per_s": stats::round3(with.per_s),
+        "ratio": stats::round3(with.per_s / without.per_s),
+        "deliveries": expected,
+        "deliveries_per_s": stats::round3(expected as f64 / deliveries_s.max(1e-9)),
+        "under_load": stats::summary(load),
+    }))
+}
+
+/// An engine that runs the no-op step and sends webhooks to loopback.
+fn engine(store: Arc<dyn Store>, concurrency: u32) -> anyhow::Result<Engine> {
+    let outbound = Outbound::new(&OutboundConfig::allowing_loopback())?;
+    let b = Engine::builder(store, InstanceId::new("bench-notify")?)
+        .config(noop::config(concurrency))
+        .agent("noop", noop::Noop::default())
+        .outbound(outbound);
+    Ok(b.build()?)
+}
+
+struct Drained {
+    per_s: f64,
+    started: Instant,
+}
+
+/// Submits `n` tasks (not timed), then times a fresh engine's drain of them; the engine goes on
+/// running.
+async fn drain(
+    store: &Arc<dyn Store>,
+    run: &str,
+    label: &str,
+    n: u64,
+    notify: Option<WebhookTarget>,
+    a: &NotifyArgs,
+) -> anyhow::Result<(Drained, RunningEngine)> {
+    let mut i = 0;
+    while i < n {
+        let batch: Vec<SubmitTask> = (i..n.min(i + 1000))
+            .map(|k| SubmitTask { notify: notify.clone(), ..noop::job(&format!("{run}-{label}"), k) })
+            .collect();
+        store.submit_tasks(batch).await?;
+        i = n.min(i + 1000);
+    }
+    let engine = engine(store.clone(), a.concurrency)?;
+    let started = Instant::now();
+    let running = engine.start();
+    let give_up = started + a.timeout;
+    loop {
+        let done = engine.metrics().completed;
+        if done >= n {
+            let per_s = n as f64 / started.elapsed().as_secs_f64();
+            return Ok((Drained { per_s, started }, running));
+        }
+        if Instant::now() > give_up {
+            running.shutdown().await;
+            return Err(BenchError::Timeout { what: "drain", after: a.timeout, done, total: n }.into());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// When the message of `kind` for task `key` arrived; none within `within`.
+async fn wait_for(inbox: &Inbox, key: &str, kind: &str, within: Duration) -> Option<Instant> {
+    let give_up = Instant::now() + within;
+    let k = (key.to_owned(), kind.to_owned());
+    loop {
+        if let Some(a) = inbox.first.lock().unwrap_or_else(|p| p.into_inner()).get(&k) {
+            return Some(a.at);
+        }
+        if Instant::now() > give_up {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
+}
