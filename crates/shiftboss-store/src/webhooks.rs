@@ -161,6 +161,13 @@ impl WebhookTarget {
         if self.url.len() > MAX_URL_LEN || self.url.chars().any(char::is_control) {
             return bad(format!("a webhook url must be at most {MAX_URL_LEN} bytes with no control characters"));
         }
+        // A user and password in the URL would be kept, listed and quoted in errors: refused, and
+        // not echoed.
+        let rest = self.url.split_once("://").map_or(self.url.as_str(), |(_, r)| r);
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        if authority.contains('@') {
+            return bad("a webhook url may not hold a user or password (the secret signs the messages)".into());
+        }
         let scheme = self.url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
         if !matches!(scheme.as_deref(), Some("http" | "https"))
             || self.url.split_once("://").is_some_and(|(_, r)| r.is_empty())
@@ -468,4 +475,24 @@ impl Redeliver {
 pub struct RedeliverReport {
     /// The deliveries sent back to pending (or that would be).
     pub ids: Vec<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_with_a_user_or_password_is_refused_without_echoing_it() {
+        let t = |url: &str| WebhookTarget {
+            url: url.into(),
+            secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+            kinds: Vec::new(),
+        };
+        assert!(t("https://hooks.example.com/a@b?c=d@e").validate().is_ok(), "an @ past the host is the path's");
+        for bad in ["https://user:hunter2@hooks.example.com/x", "ftp://user:hunter2@x/y", "https://hunter2@x"] {
+            let e = t(bad).validate().expect_err(bad).to_string();
+            assert!(!e.contains("hunter2"), "{e}");
+        }
+        assert!(t("gopher://x").validate().is_err());
+    }
 }
