@@ -204,9 +204,22 @@ async fn the_console_in_chromium() {
     let service = payments(open.clone()).await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db").display().to_string();
-    let mut p = Serve::new(db, "console-1").service(&service).api().spawn(dir.path());
+    // Webhooks that die at their first failure, for the deliveries page.
+    let config = dir.path().join("hooks.toml");
+    let retry = r#"{ kind = "fixed", delay = "100ms", max_failures = 1 }"#;
+    std::fs::write(&config, format!("[webhooks]\ncall_timeout = \"1s\"\nlease = \"2s\"\nretry = {retry}\n")).unwrap();
+    let mut p = Serve::new(db, "console-1")
+        .service(&service)
+        .api()
+        .arg("--config")
+        .arg(config.display().to_string())
+        .spawn(dir.path());
     p.wait_ready().await;
     let api = common::api::Api::of(&p);
+    let hooks_up = Arc::new(AtomicBool::new(false));
+    let hooks = receiver(hooks_up.clone()).await;
+    let (s, v) = api.post("/v1/subscriptions", json!({"url": hooks, "workflow": "order"})).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
     let flow = json!({"name": "order", "description": "charge, then wait for approval", "steps": [
         {"name": "charge", "agent": "svc", "config": {"url": "/charge"}, "timeout": "5s"},
         {"name": "approval", "kind": "wait", "signal": "approve"}]});
@@ -231,6 +244,10 @@ async fn the_console_in_chromium() {
     browser.type_in("input[name=token]", &api.token).await;
     browser.click("form button").await;
     browser.wait_text("Tasks by state", Duration::from_secs(5)).await;
+    // The alerts of the log, newest first: the step in Error and the failed task.
+    let t = browser.wait_text("Recent alerts", Duration::from_secs(5)).await;
+    assert!(t.contains("step.error") && t.contains("task.failed") && t.contains("order-7"), "{t}");
+    assert!(t.contains("Webhook backlog"), "{t}");
     browser.screenshot("overview-light").await;
 
     // The failed task, in the list and on its page, with why.
@@ -278,5 +295,45 @@ async fn the_console_in_chromium() {
     browser.dark(true).await;
     browser.wait_text("Tasks by state", Duration::from_secs(5)).await;
     browser.screenshot("overview-dark").await;
+
+    // The deliveries page: the messages the receiver refused died at their first failure; one is
+    // sent again through the confirmation, now that the receiver takes them.
+    let give_up = Instant::now() + Duration::from_secs(20);
+    while api.get("/v1/deliveries?state=dead").await.1["items"].as_array().unwrap().is_empty() {
+        assert!(Instant::now() < give_up, "no delivery died");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    browser.dark(false).await;
+    browser.go(&format!("{base}/console/deliveries")).await;
+    let t = browser.wait_text("gave up: HTTP 500", Duration::from_secs(5)).await;
+    assert!(t.contains("task.received") && t.contains("order-7"), "{t}");
+    assert!(t.contains("Standing subscriptions") && t.contains(&hooks), "{t}");
+    browser.screenshot("deliveries-light").await;
+    hooks_up.store(true, Ordering::SeqCst);
+    browser.click("td a[href^='/console/deliveries/redeliver?id=']").await;
+    browser.wait_text("1 delivery will be sent again", Duration::from_secs(5)).await;
+    browser.click("button.danger").await;
+    browser.wait_text("Deliveries", Duration::from_secs(5)).await;
+    assert!(browser.url().await.ends_with("state=pending"), "{}", browser.url().await);
+    let give_up = Instant::now() + Duration::from_secs(20);
+    while api.get("/v1/deliveries?state=delivered").await.1["items"].as_array().unwrap().is_empty() {
+        assert!(Instant::now() < give_up, "the redelivered message was not delivered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     p.terminate();
+}
+
+/// A webhook receiver that answers 500 until it is opened.
+async fn receiver(up: Arc<AtomicBool>) -> String {
+    let app = Router::new().route(
+        "/hook",
+        post(move || {
+            let up = up.clone();
+            async move { if up.load(Ordering::SeqCst) { AxStatus::NO_CONTENT } else { AxStatus::INTERNAL_SERVER_ERROR } }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
 }

@@ -17,7 +17,8 @@ pub fn verdict(outcome: &Result<Response, CallError>, attempts: u32, policy: &Re
     let failed = |status: Option<u16>, error: String| match policy.after_failure(attempts, fastrand::f64()) {
         RetryDecision::RetryAfter(after) => DeliveryResult::Retry { after, status, error },
         RetryDecision::GiveUp => {
-            DeliveryResult::Dead { status, error: format!("{error} (gave up after {attempts} attempts)") }
+            let plural = if attempts == 1 { "" } else { "s" };
+            DeliveryResult::Dead { status, error: format!("{error} (gave up after {attempts} attempt{plural})") }
         }
     };
     match outcome {

@@ -25,7 +25,7 @@ pub fn page(title: &str, who: Option<(&str, &str)>, body: &str) -> String {
     if let Some((name, csrf)) = who {
         let _ = write!(
             nav,
-            r#"<nav><a href="/">Overview</a><a href="/console/tasks">Tasks</a><span class="who">{}</span>
+            r#"<nav><a href="/">Overview</a><a href="/console/tasks">Tasks</a><a href="/console/deliveries">Deliveries</a><span class="who">{}</span>
 <form method="post" action="/console/logout"><input type="hidden" name="csrf" value="{}"><button class="link">Sign out</button></form></nav>"#,
             esc(name),
             esc(csrf)
@@ -59,6 +59,7 @@ button{cursor:pointer;border-color:var(--accent);color:var(--accent)}button.link
 button.danger{border-color:var(--bad);color:var(--bad)}.actions{display:flex;flex-wrap:wrap;gap:.5rem}.actions form{margin:0}
 .muted{color:var(--muted)}.error{color:var(--bad)}.cards{display:flex;flex-wrap:wrap;gap:.8rem}.card{background:var(--card);border:1px solid var(--line);padding:.6rem .9rem;min-width:8rem}
 .card{text-decoration:none;color:inherit}.card b{display:block;font-size:1.4rem}td.t{white-space:nowrap}:focus-visible{outline:2px solid var(--accent);outline-offset:2px}
+nav.tabs{flex:none;margin:0 0 .8rem}nav.tabs a[aria-current]{color:var(--fg);font-weight:600;text-decoration:none;border-bottom:2px solid var(--accent)}
 "#;
 
 /// The live part: a page that names a stream (`data-stream`) reloads its content when an event
@@ -71,6 +72,6 @@ pub const JS: &str = r#"(function(){
     var d=new DOMParser().parseFromString(t,'text/html'), fresh=d.querySelector('[data-live]'), old=document.querySelector('[data-live]');
     if(fresh&&old){ old.replaceWith(fresh); } }); }
   es.onmessage=function(){}; es.addEventListener('error',function(){});
-  ['task.completed','task.failed','task.received','step.processed','step.claimed','step.error','step.resubmitted','task.resumed','task.paused','task.cancelled','task.operated','step.scheduled','task.terminated','task.compensated']
+  ['task.completed','task.failed','task.received','step.processed','step.claimed','step.error','step.resubmitted','task.resumed','task.paused','task.cancelled','task.operated','step.scheduled','task.terminated','task.compensated','delivery.dead']
     .forEach(function(k){ es.addEventListener(k,function(){ if(!timer) timer=setTimeout(refresh,150); }); });
 })();"#;

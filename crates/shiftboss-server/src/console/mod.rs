@@ -12,6 +12,7 @@
 
 mod actions;
 mod bulk;
+mod deliveries;
 pub mod html;
 pub mod pages;
 pub mod why;
@@ -38,6 +39,8 @@ pub fn router() -> Router<AppState> {
         .route("/console/tasks/{id}", get(pages::task))
         .route("/console/tasks/{id}/act", get(actions::confirm).post(actions::act))
         .route("/console/bulk", get(bulk::dry_run).post(bulk::act))
+        .route("/console/deliveries", get(deliveries::list))
+        .route("/console/deliveries/redeliver", get(deliveries::confirm).post(deliveries::redeliver))
         .route("/console/static/console.css", get(|| async { asset("text/css", html::CSS) }))
         .route("/console/static/console.js", get(|| async { asset("text/javascript", html::JS) }))
 }

@@ -30,7 +30,7 @@ pub async fn overview(State(state): State<AppState>, headers: HeaderMap) -> Resu
     let queues = store.queue_stats().await?;
     let workers = store.list_agent_workers().await?;
     let mut b = String::from(
-        r#"<h1>Overview</h1><div data-live data-stream="/v1/events/stream?kinds=task.received,task.completed,task.failed,task.cancelled,task.paused,task.resumed,step.error">"#,
+        r#"<h1>Overview</h1><div data-live data-stream="/v1/events/stream?kinds=task.received,task.completed,task.failed,task.cancelled,task.paused,task.resumed,step.error,delivery.dead">"#,
     );
     b.push_str(r#"<h2>Tasks by state</h2><div class="cards">"#);
     for st in TaskState::ALL {
@@ -78,6 +78,8 @@ pub async fn overview(State(state): State<AppState>, headers: HeaderMap) -> Resu
         );
     }
     b.push_str("</table>");
+    super::deliveries::recent_alerts(&mut b, store.as_ref()).await?;
+    super::deliveries::backlog(&mut b, store.as_ref(), now).await?;
     let term = e.metrics().leader_term;
     let _ = write!(
         b,
