@@ -41,6 +41,7 @@ pub mod progress;
 pub mod runtime;
 pub mod scheduler;
 pub mod supervisor;
+pub mod throttle;
 
 pub use agent::{Agent, AgentCall, AgentError};
 pub use config::{ArchiveConfig, BucketPolicy, EngineConfig, PollMode, Roles, SchedulerConfig, SupervisorConfig};

@@ -9,6 +9,7 @@ use crate::config::{BucketPolicy, PollMode, SchedulerConfig};
 use crate::metrics::Metrics;
 use crate::progress::Progress;
 use crate::runtime::{Breakers, run_step};
+use crate::throttle::{self, Throttle};
 use shiftboss_core::InstanceId;
 use shiftboss_core::retry::RetryPolicies;
 use shiftboss_store::{
@@ -51,6 +52,9 @@ struct Owned {
     /// `None` claims from every bucket.
     buckets: Option<Vec<u16>>,
     next_heartbeat: Option<Instant>,
+    /// Failed claims and heartbeats, logged once per interval while they go on.
+    claim_failures: Throttle,
+    heartbeat_failures: Throttle,
 }
 
 impl Owned {
@@ -61,7 +65,12 @@ impl Owned {
             // Nothing until the first heartbeat says what the share is.
             BucketPolicy::Share { .. } => Some(Vec::new()),
         };
-        Owned { buckets, next_heartbeat: None }
+        Owned {
+            buckets,
+            next_heartbeat: None,
+            claim_failures: Throttle::new(throttle::EVERY),
+            heartbeat_failures: Throttle::new(throttle::EVERY),
+        }
     }
 }
 
@@ -161,6 +170,9 @@ impl Scheduler {
                 };
                 match claimed {
                     Ok(work) => {
+                        if let Some(n) = owned.claim_failures.succeeded() {
+                            tracing::info!(failures = n, "claims succeed again");
+                        }
                         more_due = work.steps.len() == free;
                         // Measured from after the claim, so the wake is never early (an early
                         // wake costs a claim that finds nothing); the store's clock counts whole
@@ -179,7 +191,9 @@ impl Scheduler {
                         }
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "claim failed; trying again");
+                        if let Some(held) = owned.claim_failures.failed(Instant::now()) {
+                            tracing::warn!(error = %e, not_logged = held, "claim failed; trying again (logged once per 10 s while it lasts)");
+                        }
                         tokio::select! {
                             _ = sleep(STORE_RETRY) => {}
                             _ = stopping(&mut shutdown) => break,
@@ -254,6 +268,9 @@ impl Scheduler {
         let p = Heartbeat { instance: self.instance.clone(), weight, ttl: self.config.heartbeat_ttl };
         match self.store.heartbeat(p).await {
             Ok(live) => {
+                if let Some(n) = owned.heartbeat_failures.succeeded() {
+                    tracing::info!(failures = n, "heartbeats succeed again");
+                }
                 let share = shiftboss_core::buckets::share(&live, self.instance.as_str());
                 if owned.buckets.as_ref() != Some(&share) {
                     tracing::info!(buckets = share.len(), live = live.len(), "bucket share changed");
@@ -263,7 +280,9 @@ impl Scheduler {
             }
             Err(e) => {
                 // Keep the last share: by the time it is stale, the others have re-shared too.
-                tracing::warn!(error = %e, "heartbeat failed; trying again");
+                if let Some(held) = owned.heartbeat_failures.failed(Instant::now()) {
+                    tracing::warn!(error = %e, not_logged = held, "heartbeat failed; trying again (logged once per 10 s while it lasts)");
+                }
                 owned.next_heartbeat = Some(Instant::now() + STORE_RETRY);
             }
         }

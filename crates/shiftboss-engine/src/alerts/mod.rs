@@ -135,6 +135,7 @@ impl Alerter {
             .collect();
         let mut reading: Option<Reading> = None;
         let mut backoff = Duration::from_millis(100);
+        let mut failures = crate::throttle::Throttle::new(crate::throttle::EVERY);
         loop {
             if *shutdown.borrow() {
                 break;
@@ -142,10 +143,15 @@ impl Alerter {
             let wait = match self.turn(&mut reading, &mut sinks, clock).await {
                 Ok(wait) => {
                     backoff = Duration::from_millis(100);
+                    if let Some(n) = failures.succeeded() {
+                        tracing::info!(failures = n, "alerter: the store answers again");
+                    }
                     wait
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "alerter: reading the store failed; trying again");
+                    if let Some(held) = failures.failed(Instant::now()) {
+                        tracing::warn!(error = %e, not_logged = held, "alerter: reading the store failed; trying again (logged once per 10 s while it lasts)");
+                    }
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                     backoff
                 }

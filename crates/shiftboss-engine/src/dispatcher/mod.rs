@@ -110,6 +110,7 @@ impl Dispatcher {
         let _subscription: Subscription = self.store.subscribe_deliveries(Arc::new(move || ring.notify_one()));
         let mut inflight: JoinSet<DeliveryOutcome> = JoinSet::new();
         let mut backoff = Duration::from_millis(100);
+        let mut failures = crate::throttle::Throttle::new(crate::throttle::EVERY);
         loop {
             if *shutdown.borrow() {
                 break;
@@ -125,6 +126,9 @@ impl Dispatcher {
                     None => break,
                     Some(Ok(claimed)) => {
                         backoff = Duration::from_millis(100);
+                        if let Some(n) = failures.succeeded() {
+                            tracing::info!(failures = n, "webhook dispatcher: claims succeed again");
+                        }
                         let full = claimed.deliveries.len() == free;
                         let clock = StoreClock { at_claim: claimed.now, claimed: Instant::now() };
                         for d in claimed.deliveries {
@@ -140,7 +144,9 @@ impl Dispatcher {
                         }
                     }
                     Some(Err(e)) => {
-                        tracing::warn!(error = %e, "webhook dispatcher: claiming deliveries failed; trying again");
+                        if let Some(held) = failures.failed(Instant::now()) {
+                            tracing::warn!(error = %e, not_logged = held, "webhook dispatcher: claiming deliveries failed; trying again (logged once per 10 s while it lasts)");
+                        }
                         wait = backoff;
                         backoff = (backoff * 2).min(Duration::from_secs(5));
                     }
