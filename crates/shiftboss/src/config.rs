@@ -51,7 +51,7 @@
 //! admin_token_file = "shiftboss-admin.token"  # where the first admin token's secret goes
 //!
 //! [webhooks]                       # status channels: the dispatcher of the outbox's deliveries
-//! concurrency = 32                 # deliveries in flight at once
+//! concurrency = 64                 # deliveries in flight at once
 //! call_timeout = "15s"             # one attempt, connect to answer
 //! lease = "60s"                    # a claimed delivery is sent again after this if its dispatcher died
 //! retry = { kind = "intervals", intervals = ["5s", "5m", "30m", "2h", "5h", "10h"] }  # then dead, with an alert

@@ -29,6 +29,10 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+/// The longest a finished delivery waits to be recorded with others, and a claim to be made with
+/// more free slots, while deliveries are in flight.
+const GATHER: Duration = Duration::from_millis(10);
+
 /// The dispatcher's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DispatchConfig {
@@ -50,7 +54,7 @@ impl Default for DispatchConfig {
     fn default() -> Self {
         let m = |n: u64| Duration::from_secs(60 * n);
         DispatchConfig {
-            concurrency: 32,
+            concurrency: 64,
             lease: Duration::from_secs(60),
             call_timeout: Duration::from_secs(15),
             retry: RetryPolicy::Intervals {
@@ -111,14 +115,26 @@ impl Dispatcher {
         let mut inflight: JoinSet<DeliveryOutcome> = JoinSet::new();
         let mut backoff = Duration::from_millis(100);
         let mut failures = crate::throttle::Throttle::new(crate::throttle::EVERY);
+        // Outcomes not recorded yet, since when, and when the last claim was made: under load,
+        // claims and records gather into batches (a transaction per delivery each way would bound
+        // the dispatcher by the store's commit rate), never held longer than GATHER.
+        let mut done: Vec<DeliveryOutcome> = Vec::new();
+        let mut first_done: Option<Instant> = None;
+        let mut last_claim: Option<Instant> = None;
+        let half = self.config.concurrency.div_ceil(2);
         loop {
             if *shutdown.borrow() {
                 break;
             }
             let free = self.config.concurrency.saturating_sub(inflight.len());
             let mut wait = self.config.idle_poll;
-            if free > 0 {
+            let claim_now = inflight.is_empty() || free >= half || last_claim.is_none_or(|t| t.elapsed() >= GATHER);
+            if free > 0 && !claim_now {
+                wait = last_claim.map_or(Duration::ZERO, |t| GATHER.saturating_sub(t.elapsed()));
+            }
+            if free > 0 && claim_now {
                 let p = ClaimDeliveries { limit: free as u32, lease: self.config.lease };
+                last_claim = Some(Instant::now());
                 match tokio::select! {
                     r = self.store.claim_deliveries(p) => Some(r),
                     _ = shutdown.changed() => None,
@@ -137,8 +153,8 @@ impl Dispatcher {
                             inflight.spawn(async move { attempt(&outbound, d, timeout, &policy, clock).await });
                         }
                         if full {
-                            // More may be due: claim again as soon as a slot frees.
-                            wait = Duration::ZERO;
+                            // More may be due: claim again as soon as slots free.
+                            wait = GATHER;
                         } else if let Some(next) = claimed.next_due {
                             wait = next.min(self.config.idle_poll);
                         }
@@ -152,20 +168,32 @@ impl Dispatcher {
                     }
                 }
             }
-            // Sleep until a delivery ends, a ring, the next due time or shutdown.
+            if let Some(t) = first_done {
+                wait = wait.min(GATHER.saturating_sub(t.elapsed()));
+            }
+            // Sleep until a delivery ends, a ring, the next due time, a batch's time, or shutdown.
             let ended = tokio::select! {
-                Some(done) = inflight.join_next(), if !inflight.is_empty() => Some(done),
+                Some(d) = inflight.join_next(), if !inflight.is_empty() => Some(d),
                 _ = bell.notified() => None,
                 _ = tokio::time::sleep(wait) => None,
                 _ = shutdown.changed() => None,
             };
             if let Some(first) = ended {
-                let mut done = vec![first];
+                done.extend(first.ok());
                 while let Some(more) = inflight.try_join_next() {
-                    done.push(more);
+                    done.extend(more.ok());
                 }
-                self.record(done.into_iter().filter_map(Result::ok).collect()).await;
+                first_done.get_or_insert_with(Instant::now);
             }
+            let gathered =
+                done.len() >= half || inflight.is_empty() || first_done.is_some_and(|t| t.elapsed() >= GATHER);
+            if !done.is_empty() && gathered {
+                self.record(std::mem::take(&mut done)).await;
+                first_done = None;
+            }
+        }
+        if !done.is_empty() {
+            self.record(std::mem::take(&mut done)).await;
         }
         // What is in flight gets the rest of its call timeout; what is not recorded is sent again
         // after its lease.
