@@ -7,7 +7,7 @@
 //! table, but only on its next round (a minute by default), after a bulk drain has often ended.
 //!
 //! So a store counts the rows it enqueues, and once they reach what the table held at the last
-//! analyze it knows of (at least [`MIN_ROWS`]), it analyzes `steps` and `tasks` itself: a bulk
+//! analyze it knows of (at least [`MIN_ROWS`]), it analyzes `steps`, `tasks` and the outbox itself: a bulk
 //! load of n rows costs about log2(n / MIN_ROWS) analyzes, each sampling a bounded number of rows.
 //! It runs after the enqueue's commit, on its own connection, and skips tables another session is
 //! analyzing or vacuuming (`SKIP_LOCKED`), so nobody waits on it; a failure only leaves the
@@ -49,7 +49,11 @@ impl Freshness {
 
     async fn analyze(&self, pool: &Pool) -> Result<u64, String> {
         let c = pool.get().await.map_err(|e| e.to_string())?;
-        c.batch_execute("ANALYZE (SKIP_LOCKED) steps, tasks").await.map_err(|e| e.to_string())?;
+        // The outbox grows with the tasks (a message per change of each, by the trigger): its
+        // claim reads the due index in order only if the planner knows the table is not small.
+        c.batch_execute("ANALYZE (SKIP_LOCKED) steps, tasks, deliveries, subscriptions")
+            .await
+            .map_err(|e| e.to_string())?;
         let row = c
             .query_one("SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'steps'::regclass", &[])
             .await
