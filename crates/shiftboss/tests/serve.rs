@@ -53,8 +53,19 @@ async fn two_serve_processes_share_the_work_and_survive_a_sigkill() {
     let service = Service::start(Duration::from_millis(3)).await;
     let logs = tempfile::tempdir().unwrap();
     let serve = |id: &str| Serve::new(db.to_str().unwrap(), id).service(&service.url).spawn(logs.path());
-    let mut p1 = serve("p1");
+    // Both hold work before it flows: while the service takes 1 s a call (under the steps' 2 s
+    // complete-by), the first process to start fills its slots and leaves the rest due for the
+    // other, however late that one starts (in CI one did everything alone before the other
+    // claimed: every claim by p1).
+    service.set_delay(Duration::from_secs(1));
     let mut p2 = serve("p2");
+    let mut p1 = serve("p1");
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while held_by(&db, "p1") == 0 || held_by(&db, "p2") == 0 {
+        assert!(Instant::now() < give_up, "both processes never held work at once");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    service.set_delay(Duration::from_millis(3));
 
     // Kill p1 without warning once work is flowing and p1 holds some of it (on a loaded machine p2
     // alone could finish the first tasks while p1 was still starting), then start it again under
