@@ -499,16 +499,20 @@ impl Engine {
         )
     }
 
-    /// Starts this process's roles in the background.
+    /// The client the dispatcher and the alerter send with: the builder's, or the default one
+    /// (every non-public address refused).
+    fn outbound(&self) -> Result<crate::outbound::Outbound, crate::outbound::OutboundError> {
+        match &self.inner.outbound {
+            Some(o) => Ok(o.clone()),
+            None => crate::outbound::Outbound::new(&crate::outbound::OutboundConfig::default()),
+        }
+    }
+
     /// The status channels' dispatcher of this engine (`start` runs it when the role is on).
     pub fn dispatcher(&self) -> Result<crate::dispatcher::Dispatcher, crate::outbound::OutboundError> {
-        let outbound = match &self.inner.outbound {
-            Some(o) => o.clone(),
-            None => crate::outbound::Outbound::new(&crate::outbound::OutboundConfig::default())?,
-        };
         Ok(crate::dispatcher::Dispatcher {
             store: self.inner.store.clone(),
-            outbound,
+            outbound: self.outbound()?,
             config: self.inner.config.webhooks.clone(),
             counters: self.inner.webhook_counters.clone(),
         })
@@ -516,13 +520,9 @@ impl Engine {
 
     /// The operator's alerter of this engine (`start` runs it with the supervisor role).
     pub fn alerter(&self) -> Result<crate::alerts::Alerter, crate::outbound::OutboundError> {
-        let outbound = match &self.inner.outbound {
-            Some(o) => o.clone(),
-            None => crate::outbound::Outbound::new(&crate::outbound::OutboundConfig::default())?,
-        };
         Ok(crate::alerts::Alerter {
             store: self.inner.store.clone(),
-            outbound,
+            outbound: self.outbound()?,
             config: self.inner.config.alerts.clone(),
             counters: self.inner.alert_counters.clone(),
             metrics: self.inner.metrics.clone(),
@@ -539,6 +539,7 @@ impl Engine {
         &self.inner.webhook_counters
     }
 
+    /// Starts this process's roles in the background.
     pub fn start(&self) -> RunningEngine {
         let (tx, rx) = watch::channel(false);
         let mut tasks = Vec::new();
