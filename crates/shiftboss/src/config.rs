@@ -178,8 +178,8 @@ pub struct AlertsSection {
     pub sinks: Option<Vec<SinkSection>>,
 }
 
-/// One alert sink.
-#[derive(Debug, Deserialize)]
+/// One alert sink. Its `Debug` hides the url and the secret (see `SinkKind`'s).
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SinkSection {
     pub kind: SinkKindName,
@@ -188,6 +188,17 @@ pub struct SinkSection {
     pub url: Option<String>,
     /// A webhook sink's `whsec_` signing secret.
     pub secret: Option<String>,
+}
+
+impl std::fmt::Debug for SinkSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SinkSection")
+            .field("kind", &self.kind)
+            .field("name", &self.name)
+            .field("url", &self.url.as_ref().map(|_| "<hidden>"))
+            .field("secret", &self.secret.as_ref().map(|_| "<hidden>"))
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -527,6 +538,53 @@ mod tests {
         assert!(c.agents.contains_key("mail"));
         let bad: FileConfig = toml::from_str("[client]\nbalance = \"weighted\"\n").unwrap();
         assert!(bad.client().unwrap_err().to_string().contains("share"), "weighted needs shares");
+    }
+
+    /// Bad `[alerts]` input is refused with a message that names the sink and the rule, and
+    /// never quotes the url (a chat webhook's path is its password) or the secret.
+    #[test]
+    fn bad_alert_sinks_are_refused_without_echoing_their_url() {
+        let sinks = |body: &str| {
+            let c: FileConfig = toml::from_str(body).unwrap();
+            c.alerts.sinks().map(|s| s.map(|v| v.len()))
+        };
+        let url_error = |url: &str| {
+            let body = format!("[[alerts.sinks]]\nkind = \"slack\"\nname = \"ops\"\nurl = \"{url}\"\n");
+            let c: FileConfig = toml::from_str(&body).unwrap();
+            let mut sinks = c.alerts.sinks().unwrap().unwrap();
+            let sink = sinks.pop().unwrap();
+            sink.validate().unwrap_err()
+        };
+        let e = url_error("https://bot:hunter2@hooks.example.com/T000/B000");
+        assert!(e.contains("ops") && e.contains("no user or password"), "{e}");
+        assert!(!e.contains("hunter2") && !e.contains("hooks.example"), "{e}");
+        let e = url_error("ftp://hooks.example.com/T000/secretpath");
+        assert!(e.contains("http or https"), "{e}");
+        assert!(!e.contains("secretpath"), "{e}");
+
+        let e = sinks("[[alerts.sinks]]\nkind = \"slack\"\nurl = \"ht!tp://x y/zzsecret\"\n").unwrap_err().to_string();
+        assert!(e.contains("slack-1") && e.contains("does not parse"), "{e}");
+        assert!(!e.contains("zzsecret"), "{e}");
+        let e = sinks("[[alerts.sinks]]\nkind = \"webhook\"\n").unwrap_err().to_string();
+        assert!(e.contains("url is required"), "{e}");
+        let e = sinks("[[alerts.sinks]]\nkind = \"log\"\nsecret = \"whsec_abc\"\n").unwrap_err().to_string();
+        assert!(e.contains("no url or secret") && !e.contains("whsec_abc"), "{e}");
+        let e = sinks("[[alerts.sinks]]\nkind = \"slack\"\nurl = \"https://h.example/x\"\nsecret = \"whsec_abc\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("takes no secret") && !e.contains("whsec_abc"), "{e}");
+        let e = toml::from_str::<FileConfig>("[[alerts.sinks]]\nkind = \"pager\"\n").unwrap_err().to_string();
+        assert!(e.contains("pager"), "{e}");
+        assert_eq!(sinks("[alerts]\n").unwrap(), None, "no sinks listed: the default (the log)");
+
+        // A config printed with {:?} shows neither the url nor the secret.
+        let c: FileConfig = toml::from_str(
+            "[[alerts.sinks]]\nkind = \"webhook\"\nurl = \"https://h.example/tok3n\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n",
+        )
+        .unwrap();
+        let shown = format!("{c:?} {:?}", c.alerts.sinks().unwrap());
+        assert!(!shown.contains("tok3n") && !shown.contains("MfKQ9r8"), "{shown}");
+        assert!(shown.contains("Webhook"), "{shown}");
     }
 
     #[test]

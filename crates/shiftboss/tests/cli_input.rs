@@ -232,3 +232,45 @@ fn tasks_bulk_counts_first_then_cancels_listing_refusals() {
     let e = refused(&db, &["tasks", "bulk", "archive"]);
     assert!(e.contains("cancel") && e.contains("resubmit"), "the actions are named: {e}");
 }
+
+/// `serve` with a bad `[alerts]` sink stops before it starts anything: exit 2, a message naming
+/// the sink and the rule, and neither the url (a chat webhook's path is its password) nor the
+/// secret in what it prints.
+#[test]
+fn serve_refuses_a_bad_alert_sink_without_echoing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let cases = [
+        (
+            "kind = \"slack\"\nname = \"ops\"\nurl = \"https://bot:hunter2@hooks.example.com/T0/B0\"",
+            "no user or password",
+        ),
+        ("kind = \"webhook\"\nname = \"ops\"\nurl = \"https://hooks.example.com/x\"\nsecret = \"hunter2\"", "whsec_"),
+        ("kind = \"slack\"\nname = \"ops\"\nurl = \"not a url hunter2\"", "does not parse"),
+        ("kind = \"pager\"\nurl = \"https://hooks.example.com/hunter2\"", "pager"),
+    ];
+    for (i, (sink, rule)) in cases.iter().enumerate() {
+        let config = file(dir.path(), &format!("c{i}.toml"), &format!("[[alerts.sinks]]\n{sink}\n"));
+        let mut child = bin(&db)
+            .arg("--config")
+            .arg(&config)
+            .args(["serve", "--listen", "off"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > give_up {
+                child.kill().unwrap();
+                panic!("serve with a bad sink ({sink}) went on running");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{sink}: {said}");
+        assert!(said.contains(rule), "{sink}: {said}");
+        assert!(!said.contains("hunter2") && !said.contains("hooks.example"), "{sink} echoed: {said}");
+    }
+}

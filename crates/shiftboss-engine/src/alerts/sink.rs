@@ -17,8 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// Where a sink sends.
-#[derive(Debug, Clone, PartialEq)]
+/// Where a sink sends. Its `Debug` names the kind only: a URL may hold a token and the secret
+/// signs, so neither may reach a log line that prints a config.
+#[derive(Clone, PartialEq)]
 pub enum SinkKind {
     /// A `warn` line on the `shiftboss::alert` target of the process's log.
     Log,
@@ -26,6 +27,18 @@ pub enum SinkKind {
     Webhook { url: Url, secret: Option<String> },
     /// A POST of `{"text": "..."}`, as chat tools' incoming webhooks take it.
     Chat { url: Url },
+}
+
+impl std::fmt::Debug for SinkKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SinkKind::Log => f.write_str("Log"),
+            SinkKind::Webhook { secret, .. } => {
+                f.debug_struct("Webhook").field("url", &"<hidden>").field("signed", &secret.is_some()).finish()
+            }
+            SinkKind::Chat { .. } => f.debug_struct("Chat").field("url", &"<hidden>").finish(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
