@@ -172,30 +172,78 @@ pub async fn claim(t: &Tx<'_>, p: &ClaimDeliveries) -> Result<ClaimedDeliveries,
     Ok(ClaimedDeliveries { deliveries, now: Timestamp(now), next_due })
 }
 
+/// Writes a dispatcher's outcomes, each fenced by its claim's token: one statement for all of
+/// them (a round trip per delivery was the dispatcher's bound), then the few follow-ups that some
+/// outcomes need (410 disables, 429 pauses, dead raises an alert), row by row.
 pub async fn record(t: &Tx<'_>, outcomes: &[DeliveryOutcome]) -> Result<Vec<bool>, StoreError> {
+    // One statement updates a row once, so a batch that names a delivery twice (a lapsed claim's
+    // late outcome beside the new claim's) is written in rounds, each naming a delivery once.
+    let mut rounds: Vec<Vec<usize>> = Vec::new();
+    let mut seen: std::collections::HashMap<i64, usize> = std::collections::HashMap::with_capacity(outcomes.len());
+    for (i, o) in outcomes.iter().enumerate() {
+        let round = seen.entry(o.id).and_modify(|r| *r += 1).or_insert(0);
+        if rounds.len() <= *round {
+            rounds.push(Vec::new());
+        }
+        rounds[*round].push(i);
+    }
+    let mut out = vec![false; outcomes.len()];
+    for round in rounds {
+        let batch: Vec<&DeliveryOutcome> = round.iter().map(|&i| &outcomes[i]).collect();
+        for (i, applied) in round.into_iter().zip(record_round(t, &batch).await?) {
+            out[i] = applied;
+        }
+    }
+    Ok(out)
+}
+
+async fn record_round(t: &Tx<'_>, outcomes: &[&DeliveryOutcome]) -> Result<Vec<bool>, StoreError> {
     let now = t.now.0;
-    let mut out = Vec::with_capacity(outcomes.len());
-    for o in outcomes {
-        let w = o.result.write(now);
-        let (state, due, undo_attempt, error, delivered) =
-            (w.state.as_str(), w.due_at, w.undo_attempt, w.error, w.delivered_at);
-        let status = w.status;
-        let status = status.map(i32::from);
-        let row = t
-            .query_opt(
-                "UPDATE deliveries SET state = $3, due_at = $4, attempts = attempts - $5, last_status = $6,
-                        last_error = coalesce($7, last_error), delivered_at = $8, updated_at = $9
-                  WHERE id = $1 AND lock_token = $2 AND state = 'pending'
-                 RETURNING subscription_id, task_id",
-                &[&o.id, &o.token, &state, &due, &undo_attempt, &status, &error, &delivered, &now],
-            )
-            .await?;
-        let Some(row) = row else {
+    let n = outcomes.len();
+    let (mut ids, mut tokens, mut states, mut dues, mut undos, mut statuses, mut errors, mut delivered) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let writes: Vec<DeliveryWrite<'_>> = outcomes.iter().map(|o| o.result.write(now)).collect();
+    for (o, w) in outcomes.iter().zip(&writes) {
+        ids.push(o.id);
+        tokens.push(o.token);
+        states.push(w.state.as_str());
+        dues.push(w.due_at);
+        undos.push(w.undo_attempt);
+        statuses.push(w.status.map(i32::from));
+        errors.push(w.error);
+        delivered.push(w.delivered_at);
+    }
+    let rows = t
+        .query(
+            "UPDATE deliveries d SET state = u.state, due_at = u.due, attempts = d.attempts - u.undo,
+                    last_status = u.status, last_error = coalesce(u.error, d.last_error),
+                    delivered_at = u.delivered, updated_at = $9
+               FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::int[], $6::int[],
+                           $7::text[], $8::bigint[])
+                    AS u(id, token, state, due, undo, status, error, delivered)
+              WHERE d.id = u.id AND d.lock_token = u.token AND d.state = 'pending'
+             RETURNING d.id, d.subscription_id, d.task_id",
+            &[&ids, &tokens, &states, &dues, &undos, &statuses, &errors, &delivered, &now],
+        )
+        .await?;
+    let mut applied = std::collections::HashMap::with_capacity(rows.len());
+    for r in &rows {
+        applied.insert(get::<i64>(r, 0)?, (get::<i64>(r, 1)?, get::<i64>(r, 2)?));
+    }
+    let mut out = Vec::with_capacity(n);
+    for (o, w) in outcomes.iter().zip(&writes) {
+        let Some(&(subscription, task)) = applied.get(&o.id) else {
             out.push(false);
             continue;
         };
-        let subscription: i64 = get(&row, 0)?;
-        let task: i64 = get(&row, 1)?;
         match &o.result {
             DeliveryResult::Gone { .. } => {
                 t.execute(
@@ -207,10 +255,9 @@ pub async fn record(t: &Tx<'_>, outcomes: &[DeliveryOutcome]) -> Result<Vec<bool
             }
             DeliveryResult::Throttled { .. } => {
                 // The receiver's pause ends when this delivery falls due again.
-                let until = w.due_at;
                 t.execute(
                     "UPDATE subscriptions SET paused_until = greatest(paused_until, $2) WHERE id = $1",
-                    &[&subscription, &until],
+                    &[&subscription, &w.due_at],
                 )
                 .await?;
             }

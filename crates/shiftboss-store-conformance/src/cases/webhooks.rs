@@ -172,10 +172,12 @@ pub async fn claims_are_leased_and_fenced_and_outcomes_apply_once<F: Fixture>(f:
     assert_ne!(again[0].token, c.token);
     let stale =
         DeliveryOutcome { id: c.delivery.id, token: c.token, result: DeliveryResult::Delivered { status: 200 } };
-    assert_eq!(h.store.record_deliveries(vec![stale]).await.expect("record"), vec![false]);
+    assert_eq!(h.store.record_deliveries(vec![stale.clone()]).await.expect("record"), vec![false]);
     let done =
         DeliveryOutcome { id: c.delivery.id, token: again[0].token, result: DeliveryResult::Delivered { status: 204 } };
-    assert_eq!(h.store.record_deliveries(vec![done.clone()]).await.expect("record"), vec![true]);
+    // The lapsed claim's late outcome and the new claim's, in one batch (a dispatcher gathers
+    // outcomes): each is answered on its own, the stale one refused.
+    assert_eq!(h.store.record_deliveries(vec![stale, done.clone()]).await.expect("record"), vec![false, true]);
     assert_eq!(h.store.record_deliveries(vec![done]).await.expect("repeat"), vec![false], "applied once");
     let d = h.store.get_delivery(c.delivery.id).await.expect("get").expect("exists");
     assert_eq!((d.state, d.last_status, d.delivered_at), (DeliveryState::Delivered, Some(204), Some(h.now())));
