@@ -227,7 +227,7 @@ pub async fn extend_lease(t: &Tx<'_>, p: &ExtendLease) -> Result<Timestamp, Stor
         .query_opt(
             "UPDATE steps SET complete_by = greatest(complete_by,
                      least($3 + coalesce(response_timeout_ms, timeout_ms), claimed_at + timeout_ms)), updated_at = $3
-             WHERE id = $1 AND lease_token = $2 AND state = 'processing' AND kind = 'agent' RETURNING complete_by",
+             WHERE id = $1 AND lease_token = $2 AND (state = 'processing') IS TRUE AND kind = 'agent' RETURNING complete_by",
             &[&p.step_id.0, &p.lease_token.0, &t.now.0],
         )
         .await?;

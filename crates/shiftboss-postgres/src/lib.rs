@@ -52,6 +52,7 @@ mod cursors;
 mod enqueue;
 mod error;
 mod expire;
+mod fence;
 mod jobs;
 mod leader;
 mod limits;
@@ -77,6 +78,8 @@ mod writes;
 
 #[doc(hidden)]
 pub use claim::claim_statement;
+#[doc(hidden)]
+pub use fence::fenced_statements;
 pub use migrate::SCHEMA_VERSION;
 
 use async_trait::async_trait;

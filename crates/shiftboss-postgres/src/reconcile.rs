@@ -56,7 +56,7 @@ pub async fn reconcile(t: &Tx<'_>, p: &Reconcile) -> Result<ReconcileReport, Sto
         let ended = t
             .query_opt(
                 "UPDATE steps SET state = 'processed', output = $2, last_error = NULL, updated_at = $3
-                 WHERE id = $1 AND kind = 'wait' AND state = 'processing' AND due_at <= $3 RETURNING name",
+                 WHERE id = $1 AND kind = 'wait' AND (state = 'processing') IS TRUE AND due_at <= $3 RETURNING name",
                 &[&step.0, &json!({}).to_string(), &t.now.0],
             )
             .await?;

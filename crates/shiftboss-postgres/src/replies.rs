@@ -25,6 +25,12 @@ use shiftboss_store::lapse::{self, LapsedStep};
 use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, event_kind as ev};
 use std::collections::{BTreeMap, HashMap};
 
+/// One reply's fenced step change. The fence's state test is written `(state = ...) IS TRUE`
+/// so that the planner finds the row by its id: see `fence` for why.
+pub(crate) const APPLY_ONE: &str = "UPDATE steps SET state = $3, output = $4, last_error = coalesce($5, last_error),
+        locked_by = NULL, complete_by = NULL, updated_at = $6
+ WHERE id = $1 AND lease_token = $2 AND (state = 'processing') IS TRUE AND kind = 'agent'";
+
 /// How many tasks' replies are in flight at once on the transaction's connection.
 const PIPELINE: usize = 32;
 
@@ -121,14 +127,8 @@ async fn record_reply(
         ReplyResult::Failed(reason) => return record_failure(t, actor, task_id, r, reason, policies).await,
     };
     let next = StepState::Processing.on(event).expect("a processing step takes every reply");
-    let changed = t
-        .execute(
-            "UPDATE steps SET state = $3, output = $4, last_error = coalesce($5, last_error),
-                    locked_by = NULL, complete_by = NULL, updated_at = $6
-             WHERE id = $1 AND lease_token = $2 AND state = 'processing' AND kind = 'agent'",
-            &[&r.step_id.0, &r.lease_token.0, &next.as_str(), &output, &error, &t.now.0],
-        )
-        .await?;
+    let changed =
+        t.execute(APPLY_ONE, &[&r.step_id.0, &r.lease_token.0, &next.as_str(), &output, &error, &t.now.0]).await?;
     if changed != 1 {
         return refuse_reply(t, actor, r).await;
     }
@@ -158,7 +158,7 @@ async fn record_failure(
     let row = t
         .query_opt(
             "SELECT agent, failure_count, retry, locked_by FROM steps
-             WHERE id = $1 AND lease_token = $2 AND state = 'processing' AND kind = 'agent'",
+             WHERE id = $1 AND lease_token = $2 AND (state = 'processing') IS TRUE AND kind = 'agent'",
             &[&r.step_id.0, &r.lease_token.0],
         )
         .await?;

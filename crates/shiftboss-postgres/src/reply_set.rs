@@ -34,16 +34,17 @@ use std::collections::{HashMap, HashSet};
 /// How many tasks that need a full advance are in flight at once on the transaction's connection.
 const PIPELINE: usize = 32;
 
-const APPLY: &str = "
-WITH r AS (
-    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-                         $8::text[])
-        AS r(id, token, state, output, error, kind, level, detail)
+pub(crate) const APPLY: &str = "
+WITH r AS MATERIALIZED (
+    SELECT u.*, 'processing'::text AS held, 'agent'::text AS agent
+      FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                  $8::text[])
+        AS u(id, token, state, output, error, kind, level, detail)
 ), applied AS (
     UPDATE steps s SET state = r.state, output = r.output, last_error = coalesce(r.error, s.last_error),
            locked_by = NULL, complete_by = NULL, updated_at = $9
       FROM r
-     WHERE s.id = r.id AND s.lease_token = r.token AND s.state = 'processing' AND s.kind = 'agent'
+     WHERE s.id = ANY($1) AND s.id = r.id AND s.lease_token = r.token AND s.state = r.held AND s.kind = r.agent
     RETURNING s.id, s.task_id
 ), recorded AS (
     INSERT INTO events (task_id, step_id, at, kind, level, actor, detail)

@@ -13,6 +13,22 @@ use shiftboss_store::webhooks::{kinds_column, kinds_from_column};
 use shiftboss_store::*;
 use tokio_postgres::Row;
 
+/// A batch of a dispatcher's outcomes, each fenced by its claim's token (see `record`), written
+/// so that its rows are found by id whatever the statistics say (see `fence`).
+pub(crate) const RECORD: &str = "
+WITH u AS MATERIALIZED (
+    SELECT o.*, 'pending'::text AS held
+      FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::int[], $6::int[], $7::text[],
+                  $8::bigint[])
+        AS o(id, token, state, due, undo, status, error, delivered)
+)
+UPDATE deliveries d SET state = u.state, due_at = u.due, attempts = d.attempts - u.undo,
+       last_status = u.status, last_error = coalesce(u.error, d.last_error),
+       delivered_at = u.delivered, updated_at = $9
+  FROM u
+ WHERE d.id = ANY($1) AND d.id = u.id AND d.lock_token = u.token AND d.state = u.held
+RETURNING d.id, d.subscription_id, d.task_id";
+
 const SUBSCRIPTION_COLUMNS: &str =
     "id, url, task_id, workflow, kinds, state, disabled_reason, paused_until, description, created_at, updated_at";
 
@@ -221,19 +237,7 @@ async fn record_round(t: &Tx<'_>, outcomes: &[&DeliveryOutcome]) -> Result<Vec<b
         errors.push(w.error);
         delivered.push(w.delivered_at);
     }
-    let rows = t
-        .query(
-            "UPDATE deliveries d SET state = u.state, due_at = u.due, attempts = d.attempts - u.undo,
-                    last_status = u.status, last_error = coalesce(u.error, d.last_error),
-                    delivered_at = u.delivered, updated_at = $9
-               FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::int[], $6::int[],
-                           $7::text[], $8::bigint[])
-                    AS u(id, token, state, due, undo, status, error, delivered)
-              WHERE d.id = u.id AND d.lock_token = u.token AND d.state = 'pending'
-             RETURNING d.id, d.subscription_id, d.task_id",
-            &[&ids, &tokens, &states, &dues, &undos, &statuses, &errors, &delivered, &now],
-        )
-        .await?;
+    let rows = t.query(RECORD, &[&ids, &tokens, &states, &dues, &undos, &statuses, &errors, &delivered, &now]).await?;
     let mut applied = std::collections::HashMap::with_capacity(rows.len());
     for r in &rows {
         applied.insert(get::<i64>(r, 0)?, (get::<i64>(r, 1)?, get::<i64>(r, 2)?));

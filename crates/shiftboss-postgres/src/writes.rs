@@ -299,7 +299,7 @@ impl WriteTx for Tx<'_> {
         let row = self
             .query_opt(
                 "UPDATE steps SET state = $3, output = $4, last_error = $5, updated_at = $6
-                 WHERE task_id = $1 AND name = $2 AND state = 'processing' AND kind = 'sub_workflow' AND output = $7
+                 WHERE task_id = $1 AND name = $2 AND (state = 'processing') IS TRUE AND kind = 'sub_workflow' AND output = $7
                  RETURNING id",
                 &[&parent.0, &step, &state.as_str(), &output.to_string(), &error, &self.now.0, &child_ref(child)],
             )
@@ -343,7 +343,7 @@ impl WriteTx for Tx<'_> {
     async fn hold_pending_steps(&self, task: TaskId) -> Result<(), StoreError> {
         self.flush_steps().await?;
         self.execute(
-            "UPDATE steps SET due_at = $2, updated_at = $3 WHERE task_id = $1 AND state = 'pending'",
+            "UPDATE steps SET due_at = $2, updated_at = $3 WHERE task_id = $1 AND (state = 'pending') IS TRUE",
             &[&task.0, &HELD, &self.now.0],
         )
         .await?;
@@ -354,7 +354,7 @@ impl WriteTx for Tx<'_> {
         self.flush_steps().await?;
         let released = self
             .execute(
-                "UPDATE steps SET due_at = $3, updated_at = $3 WHERE task_id = $1 AND state = 'pending' AND due_at = $2",
+                "UPDATE steps SET due_at = $3, updated_at = $3 WHERE task_id = $1 AND (state = 'pending') IS TRUE AND due_at = $2",
                 &[&task.0, &HELD, &self.now.0],
             )
             .await?;
@@ -412,7 +412,7 @@ impl WriteTx for Tx<'_> {
                         due_at = CASE WHEN (SELECT state FROM tasks WHERE id = steps.task_id) = 'paused'
                                       THEN $8::bigint ELSE $5::bigint END,
                         locked_by = NULL, complete_by = NULL, updated_at = $7
-                 WHERE id = $1 AND lease_token = $2 AND state = 'processing'",
+                 WHERE id = $1 AND lease_token = $2 AND (state = 'processing') IS TRUE",
                 &[
                     &step.0,
                     &lease_token,
@@ -438,7 +438,7 @@ impl WriteTx for Tx<'_> {
         let changed = self
             .execute(
                 "UPDATE steps SET complete_by = $3, updated_at = $4
-                 WHERE id = $1 AND lease_token = $2 AND state = 'processing'",
+                 WHERE id = $1 AND lease_token = $2 AND (state = 'processing') IS TRUE",
                 &[&step.0, &lease_token, &HELD, &self.now.0],
             )
             .await?;
