@@ -184,9 +184,14 @@ impl PostgresStore {
             opts.idle_in_transaction_timeout.as_millis(),
             opts.store_timeout.as_millis()
         );
+        // JIT compiles a statement whose estimated cost passes `jit_above_cost`; the store's
+        // statements are short, and the outbox trigger's (a subquery per message) passes it once
+        // the tables are large: 50 to 100 ms of compiling for a few ms of work, on every
+        // reply batch (seen with auto_explain; the drain with a channel per task ran at a third of
+        // the drain without). Off by default; a URL's own `options` may turn it on again.
         let options = match config.get_options() {
-            Some(o) if !o.is_empty() => format!("{o} {search_path}"),
-            _ => search_path,
+            Some(o) if !o.is_empty() => format!("-c jit=off {o} {search_path}"),
+            _ => format!("-c jit=off {search_path}"),
         };
         config.options(options);
         if config.get_connect_timeout().is_none() {
