@@ -27,6 +27,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (12, "0012_event_stream", include_str!("migrations/0012_event_stream.sql")),
     (13, "0013_task_generation", include_str!("migrations/0013_task_generation.sql")),
     (14, "0014_cursors", include_str!("migrations/0014_cursors.sql")),
+    (15, "0015_outbox_lookups", include_str!("migrations/0015_outbox_lookups.sql")),
 ];
 
 /// The schema version this build writes and reads.

@@ -6,11 +6,16 @@
 //! - Idle: one task every `--every`, each with its own subscription to `task.received`; the
 //!   latency is from `submit`'s return (the commit) to the message's arrival.
 //! - Drain: `--tasks` one-step no-op tasks submitted (not timed), then drained by a fresh engine,
-//!   first without subscriptions, then each task with its own subscription to every message
-//!   (3 per task: received, step completed, completed). Tasks per second of each drain and their
-//!   ratio; deliveries per second from the engine's start to the last arrival; and the latency of
-//!   the messages written while the drain ran (step completed, completed), from the event's time
-//!   in the message to its arrival, by the wall clock (one host: the store's clock is this one).
+//!   three times over, each task of the last two with its own subscription to every message
+//!   (3 per task: received, step completed, completed):
+//!   1. without subscriptions;
+//!   2. with them, the draining engine's dispatcher off, as when dispatchers run in other
+//!      processes (`serve --roles dispatcher`): what writing the outbox in each change's
+//!      transaction costs the drain. Then a dispatcher alone sends them: deliveries per second;
+//!   3. with them, the draining engine also delivering, as `serve` does by default, on the same
+//!      cores (and beside this process's receiver): tasks per second, and the latency of the
+//!      messages written while the drain ran (step completed, completed), from the event's time
+//!      in the message to its arrival, by the wall clock (one host: the store's clock is this one).
 
 use super::{BenchError, noop, stats, store_name};
 use axum::Router;
@@ -21,6 +26,7 @@ use clap::Args;
 use serde_json::{Value, json};
 use shiftboss::target::DbTarget;
 use shiftboss_core::InstanceId;
+use shiftboss_engine::config::Roles;
 use shiftboss_engine::outbound::{Outbound, OutboundConfig};
 use shiftboss_engine::{Engine, RunningEngine};
 use shiftboss_store::{MessageKind, Store, SubmitTask, WebhookTarget};
@@ -93,14 +99,14 @@ pub async fn run(db: &DbTarget, a: NotifyArgs) -> anyhow::Result<Value> {
     let run = noop::run_id();
 
     // Idle: one task at a time.
-    let engine = engine(store.clone(), a.concurrency)?;
-    let running = engine.start();
+    let first = engine(store.clone(), a.concurrency, None)?;
+    let running = first.start();
     let mut idle = Vec::new();
     for i in 0..a.idle {
         let mut task = noop::job(&format!("{run}-idle"), i);
         task.notify = Some(target(vec![MessageKind::Received]));
         let key = task.key.clone();
-        engine.submit(task).await?;
+        first.submit(task).await?;
         let committed = Instant::now();
         let arrived = wait_for(&inbox, &key, "task.received", Duration::from_secs(10)).await;
         let Some(arrived) = arrived else {
@@ -113,54 +119,77 @@ pub async fn run(db: &DbTarget, a: NotifyArgs) -> anyhow::Result<Value> {
     running.shutdown().await;
     eprintln!("bench notify: idle round done ({} tasks); draining without subscriptions", a.idle);
 
-    let (without, running) = drain(&store, &run, "plain", a.tasks, None, &a).await?;
+    let (without, running) = drain(&store, &run, "plain", a.tasks, None, false, &a).await?;
     running.shutdown().await;
     eprintln!("bench notify: {:.0} tasks/s without; draining with one subscription per task", without.per_s);
-    // The engine runs on after the drain: its dispatcher sends what is left.
-    let (with, running) = drain(&store, &run, "notified", a.tasks, Some(target(Vec::new())), &a).await?;
 
-    // Every message of the notified drain: 3 per task.
-    let expected = a.tasks * 3;
-    let give_up = Instant::now() + a.timeout;
-    let (deliveries_s, load) = loop {
+    let (written, running) = drain(&store, &run, "written", a.tasks, Some(target(Vec::new())), false, &a).await?;
+    running.shutdown().await;
+    eprintln!("bench notify: {:.0} tasks/s writing the outbox; a dispatcher alone sends it", written.per_s);
+    let sender =
+        engine(store.clone(), a.concurrency, Some(Roles { scheduler: false, supervisor: false, dispatcher: true }))?;
+    let sending = Instant::now();
+    let running = sender.start();
+    let arrived = arrivals(&inbox, "-written-", a.tasks * 3, a.timeout).await;
+    running.shutdown().await;
+    let (_, last) = arrived?;
+    let deliveries_s = last.saturating_duration_since(sending).as_secs_f64();
+    eprintln!("bench notify: sent; draining while delivering");
+
+    // The engine runs on after the drain: its dispatcher sends what is left.
+    let (delivering, running) = drain(&store, &run, "delivering", a.tasks, Some(target(Vec::new())), true, &a).await?;
+    let arrived = arrivals(&inbox, "-delivering-", a.tasks * 3, a.timeout).await;
+    running.shutdown().await;
+    let (load, _) = arrived?;
+    Ok(json!({
+        "workload": "notify", "store": store_name(db), "tasks": a.tasks, "concurrency": a.concurrency,
+        "idle": stats::summary(idle),
+        "drain_without_per_s": stats::round3(without.per_s),
+        "drain_with_per_s": stats::round3(written.per_s),
+        "ratio": stats::round3(written.per_s / without.per_s),
+        "drain_delivering_per_s": stats::round3(delivering.per_s),
+        "ratio_delivering": stats::round3(delivering.per_s / without.per_s),
+        "deliveries": a.tasks * 3,
+        "deliveries_per_s": stats::round3((a.tasks * 3) as f64 / deliveries_s.max(1e-9)),
+        "under_load": stats::summary(load),
+    }))
+}
+
+/// Waits for `expected` first arrivals of tasks whose key contains `label`: the latencies of
+/// those written during a drain (all but `task.received`), and when the last one arrived.
+async fn arrivals(inbox: &Inbox, label: &str, expected: u64, within: Duration) -> anyhow::Result<(Vec<f64>, Instant)> {
+    let give_up = Instant::now() + within;
+    loop {
         let (n, last, load) = {
             let first = inbox.first.lock().unwrap_or_else(|p| p.into_inner());
             let mine: Vec<(&(String, String), &Arrival)> =
-                first.iter().filter(|((k, _), _)| k.contains("-notified-")).collect();
+                first.iter().filter(|((k, _), _)| k.contains(label)).collect();
             let last = mine.iter().map(|(_, a)| a.at).max();
             let load: Vec<f64> =
                 mine.iter().filter(|((_, kind), _)| kind != "task.received").map(|(_, a)| a.since_event_ms).collect();
             (mine.len() as u64, last, load)
         };
-        if n >= expected {
-            let last = last.unwrap_or(with.started);
-            break (last.saturating_duration_since(with.started).as_secs_f64(), load);
+        if let Some(last) = last
+            && n >= expected
+        {
+            return Ok((load, last));
         }
         if Instant::now() > give_up {
-            running.shutdown().await;
-            let e = BenchError::Timeout { what: "deliveries", after: a.timeout, done: n, total: expected };
-            return Err(e.into());
+            return Err(BenchError::Timeout { what: "deliveries", after: within, done: n, total: expected }.into());
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
-    };
-    running.shutdown().await;
-    Ok(json!({
-        "workload": "notify", "store": store_name(db), "tasks": a.tasks, "concurrency": a.concurrency,
-        "idle": stats::summary(idle),
-        "drain_without_per_s": stats::round3(without.per_s),
-        "drain_with_per_s": stats::round3(with.per_s),
-        "ratio": stats::round3(with.per_s / without.per_s),
-        "deliveries": expected,
-        "deliveries_per_s": stats::round3(expected as f64 / deliveries_s.max(1e-9)),
-        "under_load": stats::summary(load),
-    }))
+    }
 }
 
 /// An engine that runs the no-op step and sends webhooks to loopback.
-fn engine(store: Arc<dyn Store>, concurrency: u32) -> anyhow::Result<Engine> {
+fn engine(store: Arc<dyn Store>, concurrency: u32, roles: Option<Roles>) -> anyhow::Result<Engine> {
     let outbound = Outbound::new(&OutboundConfig::allowing_loopback())?;
+    let mut config = noop::config(concurrency);
+    if let Some(roles) = roles {
+        config.roles = roles;
+    }
     let b = Engine::builder(store, InstanceId::new("bench-notify")?)
-        .config(noop::config(concurrency))
+        .config(config)
         .agent("noop", noop::Noop::default())
         .outbound(outbound);
     Ok(b.build()?)
@@ -168,17 +197,17 @@ fn engine(store: Arc<dyn Store>, concurrency: u32) -> anyhow::Result<Engine> {
 
 struct Drained {
     per_s: f64,
-    started: Instant,
 }
 
-/// Submits `n` tasks (not timed), then times a fresh engine's drain of them; the engine goes on
-/// running.
+/// Submits `n` tasks (not timed), then times a fresh engine's drain of them (its dispatcher on
+/// if `dispatch`); the engine goes on running.
 async fn drain(
     store: &Arc<dyn Store>,
     run: &str,
     label: &str,
     n: u64,
     notify: Option<WebhookTarget>,
+    dispatch: bool,
     a: &NotifyArgs,
 ) -> anyhow::Result<(Drained, RunningEngine)> {
     let mut i = 0;
@@ -189,7 +218,8 @@ async fn drain(
         store.submit_tasks(batch).await?;
         i = n.min(i + 1000);
     }
-    let engine = engine(store.clone(), a.concurrency)?;
+    let roles = Roles { dispatcher: dispatch, ..Roles::default() };
+    let engine = engine(store.clone(), a.concurrency, Some(roles))?;
     let started = Instant::now();
     let running = engine.start();
     let give_up = started + a.timeout;
@@ -197,7 +227,7 @@ async fn drain(
         let done = engine.metrics().completed;
         if done >= n {
             let per_s = n as f64 / started.elapsed().as_secs_f64();
-            return Ok((Drained { per_s, started }, running));
+            return Ok((Drained { per_s }, running));
         }
         if Instant::now() > give_up {
             running.shutdown().await;
