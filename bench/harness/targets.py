@@ -108,7 +108,10 @@ def check(r):
         rows.append(_row(f"status channel, commit to receiver p99, idle ({store})",
                          f"{lat['p99_ms']:.1f} ms" if lat else "-", "<= 50 ms", None if not lat else lat["p99_ms"] <= 50))
         ratio = _get(r, store, "notify", "ratio")
-        rows.append(_row(f"no-op drain with a subscription per task / without ({store})",
+        rows.append(_row(f"no-op drain writing a subscription's outbox per task / without ({store})",
+                         f"{ratio:.2f}x" if ratio else "-", ">= 0.7x", None if not ratio else ratio >= 0.7))
+        ratio = _get(r, store, "notify", "ratio_delivering")
+        rows.append(_row(f"  the same drain while its process also delivers / without ({store})",
                          f"{ratio:.2f}x" if ratio else "-", ">= 0.7x", None if not ratio else ratio >= 0.7))
     idle = _get(r, "postgres", "idle", "xact_per_s")
     rows.append(_row("idle load of one serve (PostgreSQL)", f"{idle:.2f} xact/s" if idle is not None else "-",

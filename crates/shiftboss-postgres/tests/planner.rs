@@ -156,8 +156,9 @@ async fn fenced_writes_find_their_rows_by_id_whatever_the_statistics() {
     let tokens = vec![7i64; ids.len()];
     let texts = vec![String::from("processed"); ids.len()];
     let [set, one, record] = shiftboss_postgres::fenced_statements();
-    let (no_text, no_i32, no_i64): (Vec<Option<String>>, Vec<Option<i32>>, Vec<Option<i64>>) =
-        (vec![None; ids.len()], vec![None; ids.len()], vec![None; ids.len()]);
+    let no_text: Vec<Option<String>> = vec![None; ids.len()];
+    let no_i32: Vec<Option<i32>> = vec![None; ids.len()];
+    let no_i64: Vec<Option<i64>> = vec![None; ids.len()];
     let plans = [
         (
             set.0,
