@@ -19,6 +19,7 @@ use serde_json::json;
 use shiftboss_core::TaskId;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::time::duration_ms;
+use shiftboss_store::webhooks::CHANNEL_ARCHIVED;
 use shiftboss_store::{Archive, ArchiveReport, StoreError, event_kind as ev};
 use std::collections::{HashMap, HashSet};
 
@@ -55,7 +56,9 @@ pub async fn archive(t: &Tx<'_>, p: &Archive) -> Result<ArchiveReport, StoreErro
         .await?;
         (report.tasks, report.steps, report.events) = move_rows(t, &ids, true).await?;
     }
-    report.deliveries = archive_deliveries(t, t.now.0.saturating_sub(duration_ms(p.after)), p.limit).await?;
+    let (n, senders) = archive_deliveries(t, t.now.0.saturating_sub(duration_ms(p.after)), p.limit).await?;
+    report.deliveries = n;
+    rest_channels(t, &ids, &senders).await?;
     if let Some(keep) = p.keep {
         report.purged = purge(t, t.now.0.saturating_sub(duration_ms(keep)), p.limit).await?;
         t.execute(
@@ -69,8 +72,9 @@ pub async fn archive(t: &Tx<'_>, p: &Archive) -> Result<ArchiveReport, StoreErro
 }
 
 /// Delivered messages older than `before` leave the hot table, like finished tasks (pending and
-/// dead ones stay: they still need a dispatcher or an operator).
-async fn archive_deliveries(t: &Tx<'_>, before: i64, limit: u32) -> Result<u64, StoreError> {
+/// dead ones stay: they still need a dispatcher or an operator). Returns how many moved, and the
+/// subscriptions they were sent for.
+async fn archive_deliveries(t: &Tx<'_>, before: i64, limit: u32) -> Result<(u64, Vec<i64>), StoreError> {
     let row = t
         .query_one(
             "WITH moved AS (
@@ -78,13 +82,34 @@ async fn archive_deliveries(t: &Tx<'_>, before: i64, limit: u32) -> Result<u64, 
                      (SELECT id FROM deliveries WHERE state = 'delivered' AND updated_at <= $1
                        ORDER BY updated_at LIMIT $2)
                  RETURNING *
-             ), kept AS (INSERT INTO deliveries_history SELECT * FROM moved RETURNING 1)
-             SELECT count(*) FROM kept",
+             ), kept AS (INSERT INTO deliveries_history SELECT * FROM moved RETURNING subscription_id)
+             SELECT count(*), coalesce(array_agg(DISTINCT subscription_id), '{}') FROM kept",
             &[&before, &i64::from(limit)],
         )
         .await?;
-    let n: i64 = crate::rows::get(&row, 0)?;
-    Ok(n as u64)
+    let n: i64 = get(&row, 0)?;
+    Ok((n as u64, get(&row, 1)?))
+}
+
+/// A task's own channel rests when the task is in history and nothing is left to send on it
+/// (no pending or dead delivery): disabled, with the reason `CHANNEL_ARCHIVED`, so that the
+/// outbox trigger and the dispatcher pass over it. Looked at for the tasks archived now and for
+/// the subscriptions whose deliveries were archived now (the last of a slow receiver's). A
+/// restore wakes it; the purge deletes it.
+async fn rest_channels(t: &Tx<'_>, archived: &[i64], senders: &[i64]) -> Result<(), StoreError> {
+    if archived.is_empty() && senders.is_empty() {
+        return Ok(());
+    }
+    t.execute(
+        "UPDATE subscriptions s SET state = 'disabled', disabled_reason = $3, updated_at = $4
+          WHERE (s.task_id = ANY($1) OR s.id = ANY($2)) AND s.task_id IS NOT NULL AND s.state = 'active'
+            AND NOT EXISTS (SELECT 1 FROM tasks WHERE tasks.id = s.task_id)
+            AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.subscription_id = s.id
+                               AND d.state IN ('pending', 'dead'))",
+        &[&archived, &senders, &CHANNEL_ARCHIVED, &t.now.0],
+    )
+    .await?;
+    Ok(())
 }
 
 /// Locks the descendants of `roots` (held by this transaction) and returns the ids of every tree
@@ -174,6 +199,14 @@ async fn purge(t: &Tx<'_>, before: i64, limit: u32) -> Result<u64, StoreError> {
         return Ok(0);
     }
     let ids = history_tree(t, &roots).await?;
+    // Their own channels go with them, and what a channel still held unsent (a dead delivery
+    // nobody redelivered in all that time): nothing is left to tell about.
+    t.execute(
+        "DELETE FROM deliveries WHERE subscription_id IN (SELECT id FROM subscriptions WHERE task_id = ANY($1))",
+        &[&ids],
+    )
+    .await?;
+    t.execute("DELETE FROM subscriptions WHERE task_id = ANY($1)", &[&ids]).await?;
     let mut purged = 0;
     for (table, column) in [("events_history", "task_id"), ("steps_history", "task_id"), ("tasks_history", "id")] {
         let n = t.execute(&format!("DELETE FROM {table} WHERE {column} = ANY($1)"), &[&ids]).await?;
@@ -214,6 +247,12 @@ pub async fn restore_tree(t: &Tx<'_>, root: TaskId, actor: &str) -> Result<bool,
     t.execute("SELECT set_config('shiftboss.outbox_muted', 'on', true)", &[]).await?;
     move_rows(t, &ids, false).await?;
     t.execute("SELECT set_config('shiftboss.outbox_muted', 'off', true)", &[]).await?;
+    t.execute(
+        "UPDATE subscriptions SET state = 'active', disabled_reason = NULL, updated_at = $3
+          WHERE task_id = ANY($1) AND state = 'disabled' AND disabled_reason = $2",
+        &[&ids, &CHANNEL_ARCHIVED, &t.now.0],
+    )
+    .await?;
     t.event(root, None, ev::TASK_RESTORED, EventLevel::Info, actor, json!({})).await?;
     Ok(true)
 }

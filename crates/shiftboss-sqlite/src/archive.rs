@@ -10,6 +10,7 @@ use serde_json::json;
 use shiftboss_core::TaskId;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::time::duration_ms;
+use shiftboss_store::webhooks::CHANNEL_ARCHIVED as ARCHIVED;
 use shiftboss_store::{Archive, ArchiveReport, StoreError, event_kind as ev};
 
 /// A task and its descendants, parents first, from `tasks` or `tasks_history`.
@@ -97,7 +98,9 @@ pub fn archive(t: &Tx<'_>, p: &Archive) -> Result<ArchiveReport, StoreError> {
         report.steps = steps;
         report.events = events;
     }
-    report.deliveries = archive_deliveries(t, t.now.0 - duration_ms(p.after), p.limit)?;
+    let (n, senders) = archive_deliveries(t, t.now.0 - duration_ms(p.after), p.limit)?;
+    report.deliveries = n;
+    rest_channels(t, &ids, &senders)?;
     if let Some(keep) = p.keep {
         report.purged = purge(t, t.now.0 - duration_ms(keep), p.limit)?;
         t.tx.prepare_cached(
@@ -112,7 +115,8 @@ pub fn archive(t: &Tx<'_>, p: &Archive) -> Result<ArchiveReport, StoreError> {
 
 /// Delivered messages older than `before` leave the hot table, like finished tasks (pending and
 /// dead ones stay: they still need a dispatcher or an operator).
-fn archive_deliveries(t: &Tx<'_>, before: i64, limit: u32) -> Result<u64, StoreError> {
+/// Returns how many moved, and the subscriptions they were sent for.
+fn archive_deliveries(t: &Tx<'_>, before: i64, limit: u32) -> Result<(u64, Vec<i64>), StoreError> {
     let ids: Vec<i64> = {
         let mut st =
             t.tx.prepare_cached(
@@ -124,9 +128,18 @@ fn archive_deliveries(t: &Tx<'_>, before: i64, limit: u32) -> Result<u64, StoreE
         rows.collect::<Result<_, _>>().map_err(map_err)?
     };
     if ids.is_empty() {
-        return Ok(0);
+        return Ok((0, Vec::new()));
     }
     let ids = json!(ids).to_string();
+    let senders: Vec<i64> = {
+        let mut st =
+            t.tx.prepare_cached(
+                "SELECT DISTINCT subscription_id FROM deliveries WHERE id IN (SELECT value FROM json_each(?1))",
+            )
+            .map_err(map_err)?;
+        let rows = st.query_map([&ids], |r| r.get(0)).map_err(map_err)?;
+        rows.collect::<Result<_, _>>().map_err(map_err)?
+    };
     let n =
         t.tx.prepare_cached(
             "INSERT INTO deliveries_history SELECT * FROM deliveries WHERE id IN (SELECT value FROM json_each(?1))",
@@ -136,7 +149,29 @@ fn archive_deliveries(t: &Tx<'_>, before: i64, limit: u32) -> Result<u64, StoreE
     t.tx.prepare_cached("DELETE FROM deliveries WHERE id IN (SELECT value FROM json_each(?1))")
         .and_then(|mut st| st.execute([&ids]))
         .map_err(map_err)?;
-    Ok(n as u64)
+    Ok((n as u64, senders))
+}
+
+/// A task's own channel rests when the task is in history and nothing is left to send on it
+/// (no pending or dead delivery): disabled, with the reason [`ARCHIVED`], so that the outbox
+/// trigger and the dispatcher pass over it. Looked at for the tasks archived now and for the
+/// subscriptions whose deliveries were archived now (the last of a slow receiver's). A restore
+/// wakes it; the purge deletes it.
+fn rest_channels(t: &Tx<'_>, archived: &[i64], senders: &[i64]) -> Result<(), StoreError> {
+    if archived.is_empty() && senders.is_empty() {
+        return Ok(());
+    }
+    t.tx.prepare_cached(
+        "UPDATE subscriptions SET state = 'disabled', disabled_reason = ?3, updated_at = ?4
+          WHERE (task_id IN (SELECT value FROM json_each(?1)) OR id IN (SELECT value FROM json_each(?2)))
+            AND task_id IS NOT NULL AND state = 'active'
+            AND NOT EXISTS (SELECT 1 FROM tasks WHERE tasks.id = subscriptions.task_id)
+            AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.subscription_id = subscriptions.id
+                               AND d.state IN ('pending', 'dead'))",
+    )
+    .and_then(|mut st| st.execute(params![json!(archived).to_string(), json!(senders).to_string(), ARCHIVED, t.now.0]))
+    .map_err(map_err)?;
+    Ok(())
 }
 
 /// Deletes history of top-level tasks that ended before `before`, children included.
@@ -156,6 +191,15 @@ fn purge(t: &Tx<'_>, before: i64, limit: u32) -> Result<u64, StoreError> {
         ids.extend(tree(t, "tasks_history", TaskId(root))?);
     }
     let ids = json!(ids).to_string();
+    // Their own channels go with them, and what a channel still held unsent (a dead delivery
+    // nobody redelivered in all that time): nothing is left to tell about.
+    for sql in [
+        "DELETE FROM deliveries WHERE subscription_id IN
+            (SELECT id FROM subscriptions WHERE task_id IN (SELECT value FROM json_each(?1)))",
+        "DELETE FROM subscriptions WHERE task_id IN (SELECT value FROM json_each(?1))",
+    ] {
+        t.tx.prepare_cached(sql).and_then(|mut st| st.execute([&ids])).map_err(map_err)?;
+    }
     let mut purged = 0;
     for (table, column) in [("events_history", "task_id"), ("steps_history", "task_id"), ("tasks_history", "id")] {
         let n =
@@ -179,5 +223,11 @@ pub fn restore_tree(t: &Tx<'_>, root: TaskId, actor: &str) -> Result<(), StoreEr
     t.tx.execute("INSERT INTO outbox_muted (since) VALUES (?1)", [t.now.0]).map_err(map_err)?;
     move_rows(t, &json!(ids).to_string(), false)?;
     t.tx.execute("DELETE FROM outbox_muted", []).map_err(map_err)?;
+    t.tx.prepare_cached(
+        "UPDATE subscriptions SET state = 'active', disabled_reason = NULL, updated_at = ?3
+          WHERE task_id IN (SELECT value FROM json_each(?1)) AND state = 'disabled' AND disabled_reason = ?2",
+    )
+    .and_then(|mut st| st.execute(params![json!(ids).to_string(), ARCHIVED, t.now.0]))
+    .map_err(map_err)?;
     t.event(root, None, ev::TASK_RESTORED, EventLevel::Info, actor, json!({}))
 }

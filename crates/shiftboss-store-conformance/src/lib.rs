@@ -208,6 +208,7 @@ macro_rules! conformance_suite {
                 standing_subscriptions_filter_by_workflow_and_kind,
                 claims_are_leased_and_fenced_and_outcomes_apply_once,
                 failures_retry_die_and_are_redelivered_and_receivers_are_heard,
+                a_task_channel_rests_with_its_archived_task_and_goes_with_its_purge,
             }
             stream {
                 every_event_once_in_id_order_with_filters,

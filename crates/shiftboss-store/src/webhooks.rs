@@ -448,6 +448,11 @@ pub struct DeliveryQuery {
 /// The most deliveries one list or redeliver call touches.
 pub const MAX_DELIVERIES: u32 = 1000;
 
+/// The reason a task's own subscription rests once its task is archived and nothing is left to
+/// send on it (the archiver disables it so that the outbox and the dispatcher pass over it; a
+/// restore of the task wakes it again; the purge of the task deletes it).
+pub const CHANNEL_ARCHIVED: &str = "its task was archived";
+
 /// An operator sends dead (or delivered) deliveries again: by id, or every dead one of a
 /// subscription.
 #[derive(Debug, Clone)]

@@ -6,12 +6,13 @@
 //! - Idle: one task every `--every`, each with its own subscription to `task.received`; the
 //!   latency is from `submit`'s return (the commit) to the message's arrival.
 //! - Drain: `--tasks` one-step no-op tasks submitted (not timed), then drained by a fresh engine,
-//!   three times over, each task of the last two with its own subscription to every message
-//!   (3 per task: received, step completed, completed):
-//!   1. without subscriptions;
-//!   2. with them, the draining engine's dispatcher off, as when dispatchers run in other
-//!      processes (`serve --roles dispatcher`): what writing the outbox in each change's
-//!      transaction costs the drain. Then a dispatcher alone sends them: deliveries per second;
+//!   each task of the drains with channels with its own subscription to every message (3 per
+//!   task: received, step completed, completed):
+//!   1. `--rounds` times, in turns of order: without subscriptions, and with them, the draining
+//!      engine's dispatcher off, as when dispatchers run in other processes (`serve --roles
+//!      dispatcher`): what writing the outbox in each change's transaction costs the drain (the
+//!      medians, and the median of the rounds' ratios). Then a dispatcher alone sends them:
+//!      deliveries per second;
 //!   3. with them, the draining engine also delivering, as `serve` does by default, on the same
 //!      cores (and beside this process's receiver): tasks per second, and the latency of the
 //!      messages written while the drain ran (step completed, completed), from the event's time
@@ -48,6 +49,10 @@ pub struct NotifyArgs {
     /// Steps in flight; claims and reply batches take up to half of them.
     #[arg(long, default_value_t = 2048)]
     concurrency: u32,
+    /// Rounds of the drains without and with channels (each round both, in turns of order); the
+    /// figures are their medians.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+    rounds: u32,
     /// Give up a phase after this long.
     #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
     timeout: Duration,
@@ -119,18 +124,44 @@ pub async fn run(db: &DbTarget, a: NotifyArgs) -> anyhow::Result<Value> {
     running.shutdown().await;
     eprintln!("bench notify: idle round done ({} tasks); draining without subscriptions", a.idle);
 
-    let (without, running) = drain(&store, &run, "plain", a.tasks, None, false, &a).await?;
-    running.shutdown().await;
-    eprintln!("bench notify: {:.0} tasks/s without; draining with one subscription per task", without.per_s);
-
-    let (written, running) = drain(&store, &run, "written", a.tasks, Some(target(Vec::new())), false, &a).await?;
-    running.shutdown().await;
-    eprintln!("bench notify: {:.0} tasks/s writing the outbox; a dispatcher alone sends it", written.per_s);
+    // Each round drains once without channels and once writing them, in turns of order (the later
+    // drain runs beside the earlier one's finished rows), so that the ratio is of neighbours.
+    let mut rounds = Vec::new();
+    for r in 0..a.rounds {
+        let mut pair = [0.0f64; 2];
+        let order: [usize; 2] = if r % 2 == 0 { [0, 1] } else { [1, 0] };
+        for which in order {
+            let (label, notify) = if which == 0 {
+                (format!("plain{r}"), None)
+            } else {
+                (format!("written{r}"), Some(target(Vec::new())))
+            };
+            let (d, running) = drain(&store, &run, &label, a.tasks, notify, false, &a).await?;
+            running.shutdown().await;
+            pair[which] = d.per_s;
+        }
+        eprintln!(
+            "bench notify: round {}: {:.0} tasks/s without, {:.0} writing the outbox ({:.2}x)",
+            r + 1,
+            pair[0],
+            pair[1],
+            pair[1] / pair[0]
+        );
+        rounds.push(pair);
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let without = median(rounds.iter().map(|p| p[0]).collect());
+    let written = median(rounds.iter().map(|p| p[1]).collect());
+    let ratio = median(rounds.iter().map(|p| p[1] / p[0]).collect());
+    eprintln!("bench notify: a dispatcher alone sends the written rounds' messages");
     let sender =
         engine(store.clone(), a.concurrency, Some(Roles { scheduler: false, supervisor: false, dispatcher: true }))?;
     let sending = Instant::now();
     let running = sender.start();
-    let arrived = arrivals(&inbox, "-written-", a.tasks * 3, a.timeout).await;
+    let arrived = arrivals(&inbox, "-written", a.tasks * 3 * u64::from(a.rounds), a.timeout).await;
     running.shutdown().await;
     let (_, last) = arrived?;
     let deliveries_s = last.saturating_duration_since(sending).as_secs_f64();
@@ -144,13 +175,15 @@ pub async fn run(db: &DbTarget, a: NotifyArgs) -> anyhow::Result<Value> {
     Ok(json!({
         "workload": "notify", "store": store_name(db), "tasks": a.tasks, "concurrency": a.concurrency,
         "idle": stats::summary(idle),
-        "drain_without_per_s": stats::round3(without.per_s),
-        "drain_with_per_s": stats::round3(written.per_s),
-        "ratio": stats::round3(written.per_s / without.per_s),
+        "rounds": rounds.iter().map(|p| json!({"without_per_s": stats::round3(p[0]), "with_per_s": stats::round3(p[1]),
+            "ratio": stats::round3(p[1] / p[0])})).collect::<Vec<_>>(),
+        "drain_without_per_s": stats::round3(without),
+        "drain_with_per_s": stats::round3(written),
+        "ratio": stats::round3(ratio),
         "drain_delivering_per_s": stats::round3(delivering.per_s),
-        "ratio_delivering": stats::round3(delivering.per_s / without.per_s),
-        "deliveries": a.tasks * 3,
-        "deliveries_per_s": stats::round3((a.tasks * 3) as f64 / deliveries_s.max(1e-9)),
+        "ratio_delivering": stats::round3(delivering.per_s / without),
+        "deliveries": a.tasks * 3 * u64::from(a.rounds),
+        "deliveries_per_s": stats::round3((a.tasks * 3 * u64::from(a.rounds)) as f64 / deliveries_s.max(1e-9)),
         "under_load": stats::summary(load),
     }))
 }

@@ -4,7 +4,7 @@
 use crate::Fixture;
 use crate::support::*;
 use serde_json::json;
-use shiftboss_core::TaskState;
+use shiftboss_core::{TaskId, TaskState};
 use shiftboss_store::*;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -27,6 +27,13 @@ impl<S: Store> Harness<S> {
 
     async fn claim_list(&self) -> Vec<ClaimedDelivery> {
         self.claim_messages(10).await.deliveries
+    }
+
+    /// A task's own subscription, found through its deliveries (not those of `standing`).
+    async fn own_channel(&self, task: TaskId, standing: i64) -> SubscriptionRecord {
+        let d = self.deliveries_of(DeliveryQuery { task: Some(task), ..DeliveryQuery::default() }).await;
+        let sub = d.iter().find(|d| d.subscription_id != standing).expect("a delivery on the task's channel");
+        self.store.get_subscription(sub.subscription_id).await.expect("get").expect("exists")
     }
 
     /// Runs every step of a task to completion, each with output `{"done": name}`.
@@ -262,4 +269,91 @@ pub async fn failures_retry_die_and_are_redelivered_and_receivers_are_heard<F: F
     assert!(h.store.get_subscription(sub.id).await.unwrap().is_none());
     assert!(h.deliveries_of(DeliveryQuery { subscription: Some(sub.id), ..Default::default() }).await.is_empty());
     assert!(!h.store.delete_subscription(sub.id).await.unwrap());
+}
+
+/// A task's own channel rests once its task is archived and nothing is left to send on it, so
+/// that finished tasks' channels do not stay active for ever; one with a delivery still pending
+/// stays active until that delivery is sent and archived; the purge of the task deletes it.
+/// A standing subscription is never touched.
+pub async fn a_task_channel_rests_with_its_archived_task_and_goes_with_its_purge<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register(&one_step()).await;
+    let standing = h
+        .store
+        .create_subscription(NewSubscription {
+            target: target("https://hooks.example.com/all", &[MessageKind::Completed]),
+            workflow: None,
+            description: None,
+        })
+        .await
+        .expect("standing subscription");
+    let mut ids = Vec::new();
+    for key in ["sent", "slow"] {
+        let mut p = submit_params(key, "one", 0);
+        p.notify = Some(target(&format!("https://hooks.example.com/{key}"), &[]));
+        ids.push(h.store.submit_task(p).await.expect("submit").task_id);
+    }
+    h.finish_all().await;
+    let (sent, slow) = (h.own_channel(ids[0], standing.id).await, h.own_channel(ids[1], standing.id).await);
+    // Every message sent but one of `slow`'s.
+    let mut held = None;
+    loop {
+        let claimed = h.claim_list().await;
+        if claimed.is_empty() {
+            break;
+        }
+        let outcomes = claimed
+            .iter()
+            .filter(|c| {
+                let keep = held.is_none() && c.delivery.subscription_id == slow.id;
+                if keep {
+                    held = Some(c.delivery.id);
+                }
+                !keep
+            })
+            .map(|c| DeliveryOutcome {
+                id: c.delivery.id,
+                token: c.token,
+                result: DeliveryResult::Delivered { status: 200 },
+            })
+            .collect();
+        h.store.record_deliveries(outcomes).await.expect("record");
+    }
+    let held = held.expect("one of slow's deliveries held back");
+
+    h.advance(secs(1));
+    let report = h.archive_now().await;
+    assert_eq!(report.tasks, 2);
+    let rested = h.store.get_subscription(sent.id).await.unwrap().expect("kept while its task is in history");
+    assert_eq!(
+        (rested.state, rested.disabled_reason.as_deref()),
+        (SubscriptionState::Disabled, Some(webhooks::CHANNEL_ARCHIVED))
+    );
+    assert_eq!(
+        h.store.get_subscription(slow.id).await.unwrap().unwrap().state,
+        SubscriptionState::Active,
+        "still sending"
+    );
+    assert_eq!(h.store.get_subscription(standing.id).await.unwrap().unwrap().state, SubscriptionState::Active);
+
+    // The held delivery goes out (its lease lapsed; claimed again), and is archived: slow rests too.
+    h.advance(secs(31));
+    let again = h.claim_list().await;
+    assert_eq!(again.iter().map(|c| c.delivery.id).collect::<Vec<_>>(), vec![held]);
+    let done = DeliveryOutcome { id: held, token: again[0].token, result: DeliveryResult::Delivered { status: 200 } };
+    assert_eq!(h.store.record_deliveries(vec![done]).await.unwrap(), vec![true]);
+    h.advance(secs(1));
+    h.archive_now().await;
+    assert_eq!(h.store.get_subscription(slow.id).await.unwrap().unwrap().state, SubscriptionState::Disabled);
+    assert_eq!(h.store.get_subscription(standing.id).await.unwrap().unwrap().state, SubscriptionState::Active);
+
+    // The purge deletes the tasks' history and their channels with it.
+    let leader = h.elect("archiver", "archiver-1", secs(3600)).await.expect("archiver term");
+    h.advance(secs(120));
+    let p = Archive { leader, after: std::time::Duration::ZERO, keep: Some(secs(60)), limit: 1000 };
+    assert_eq!(h.store.archive(p).await.expect("purge").purged, 2);
+    for s in [&sent, &slow] {
+        assert!(h.store.get_subscription(s.id).await.unwrap().is_none(), "subscription {} outlived its task", s.id);
+    }
+    assert!(h.store.get_subscription(standing.id).await.unwrap().is_some(), "standing ones stay");
 }
