@@ -305,6 +305,11 @@ impl Store for Counting {
         self.inner.record_deliveries(outcomes).await
     }
 
+    async fn delivery_backlog(&self, cap: u32) -> Result<DeliveryBacklog> {
+        self.count("delivery_backlog");
+        self.inner.delivery_backlog(cap).await
+    }
+
     async fn list_deliveries(&self, q: DeliveryQuery) -> Result<Vec<DeliveryRecord>> {
         self.count("list_deliveries");
         self.inner.list_deliveries(q).await

@@ -704,6 +704,11 @@ impl Store for PostgresStore {
         self.write(async |t| webhooks::record(t, &outcomes).await).await
     }
 
+    async fn delivery_backlog(&self, cap: u32) -> Result<DeliveryBacklog> {
+        let now = self.now().await?;
+        self.read(async |c| webhooks::backlog(c, cap, now).await).await
+    }
+
     async fn list_deliveries(&self, q: DeliveryQuery) -> Result<Vec<DeliveryRecord>> {
         self.read(async |c| webhooks::list_deliveries(c, &q).await).await
     }

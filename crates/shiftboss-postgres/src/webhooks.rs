@@ -276,6 +276,24 @@ async fn record_round(t: &Tx<'_>, outcomes: &[&DeliveryOutcome]) -> Result<Vec<b
     Ok(out)
 }
 
+pub async fn backlog(c: Conn<'_>, cap: u32, now: Timestamp) -> Result<DeliveryBacklog, StoreError> {
+    // Each count stops at the cap; the earliest due one is the first entry of the due index.
+    let row = c
+        .query_one(
+            "SELECT (SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE state = 'pending' LIMIT $1) p),
+                    (SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE state = 'dead' LIMIT $1) d),
+                    (SELECT min(due_at) FROM deliveries WHERE state = 'pending')",
+            &[&i64::from(cap)],
+        )
+        .await?;
+    Ok(DeliveryBacklog {
+        pending: get::<i64>(&row, 0)? as u64,
+        dead: get::<i64>(&row, 1)? as u64,
+        oldest_due: get::<Option<i64>>(&row, 2)?.map(Timestamp),
+        now,
+    })
+}
+
 pub async fn list_deliveries(c: Conn<'_>, q: &DeliveryQuery) -> Result<Vec<DeliveryRecord>, StoreError> {
     let sql = format!(
         "SELECT {DELIVERY_COLUMNS} FROM deliveries

@@ -6,7 +6,7 @@ use prometheus::{
 };
 use shiftboss_core::TaskState;
 use shiftboss_engine::metrics::MetricsSnapshot;
-use shiftboss_store::QueueStats;
+use shiftboss_store::{DeliveryBacklog, QueueStats};
 use std::time::Duration;
 
 /// What this process counts, and the gauges set at each scrape.
@@ -18,6 +18,8 @@ pub struct ApiMetrics {
     tasks: IntGaugeVec,
     steps: IntGaugeVec,
     oldest_due: prometheus::GaugeVec,
+    backlog: IntGaugeVec,
+    backlog_due: prometheus::Gauge,
     leader_term: IntGauge,
     leading: IntGauge,
     sweeps: IntCounterVec,
@@ -81,6 +83,17 @@ impl ApiMetrics {
             ),
             &["agent"],
         )?;
+        let backlog = IntGaugeVec::new(
+            Opts::new(
+                "webhook_backlog",
+                "Status-channel deliveries in the outbox by state, pending and dead (each counted up to 10,000).",
+            ),
+            &["state"],
+        )?;
+        let backlog_due = prometheus::Gauge::new(
+            "webhook_oldest_due_age_seconds",
+            "How long the earliest due pending delivery has been due (0: none is due).",
+        )?;
         let leader_term = IntGauge::new(
             "supervisor_leader_term",
             "The supervisor's leader term this process holds (0: it does not lead).",
@@ -122,6 +135,8 @@ impl ApiMetrics {
             Box::new(tasks.clone()),
             Box::new(steps.clone()),
             Box::new(oldest_due.clone()),
+            Box::new(backlog.clone()),
+            Box::new(backlog_due.clone()),
             Box::new(leader_term.clone()),
             Box::new(leading.clone()),
             Box::new(sweeps.clone()),
@@ -140,6 +155,8 @@ impl ApiMetrics {
             tasks,
             steps,
             oldest_due,
+            backlog,
+            backlog_due,
             leader_term,
             leading,
             sweeps,
@@ -160,7 +177,7 @@ impl ApiMetrics {
 
     /// The scrape's text: the engine's counters and the store's counts (none when it is out of
     /// reach) set first.
-    pub fn render(&self, engine: &MetricsSnapshot, store: Option<(&[(TaskState, u64)], &QueueStats)>) -> String {
+    pub fn render(&self, engine: &MetricsSnapshot, store: Option<StoreCounts<'_>>) -> String {
         let _one_at_a_time = self.rendering.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         for (event, value) in engine_counters(engine) {
             let c = self.engine.with_label_values(&[event]);
@@ -184,7 +201,11 @@ impl ApiMetrics {
         self.leader_term.set(i64::try_from(engine.leader_term).unwrap_or(i64::MAX));
         self.leading.set(i64::from(engine.leader_term > 0));
         self.store_up.set(i64::from(store.is_some()));
-        if let Some((tasks, queues)) = store {
+        if let Some(StoreCounts { tasks, queues, backlog }) = store {
+            self.backlog.with_label_values(&["pending"]).set(count(backlog.pending));
+            self.backlog.with_label_values(&["dead"]).set(count(backlog.dead));
+            let due = backlog.oldest_due.map_or(0.0, |t| backlog.now.since(t).as_secs_f64());
+            self.backlog_due.set(due);
             for state in TaskState::ALL {
                 let n = tasks.iter().find(|(s, _)| *s == state).map_or(0, |(_, n)| *n);
                 self.tasks.with_label_values(&[state.as_str()]).set(count(n));
@@ -208,6 +229,16 @@ impl ApiMetrics {
         String::from_utf8(out).unwrap_or_default()
     }
 }
+
+/// What a scrape read from the store.
+pub struct StoreCounts<'a> {
+    pub tasks: &'a [(TaskState, u64)],
+    pub queues: &'a QueueStats,
+    pub backlog: &'a DeliveryBacklog,
+}
+
+/// The most deliveries a scrape counts in each state of the backlog.
+pub const BACKLOG_CAP: u32 = 10_000;
 
 fn count(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)

@@ -467,6 +467,11 @@ impl Store for SqliteStore {
         self.write(move |t| webhooks::record(t, &outcomes)).await
     }
 
+    async fn delivery_backlog(&self, cap: u32) -> Result<DeliveryBacklog> {
+        let now = self.clock_now();
+        self.read(move |c| webhooks::backlog(c, cap, now)).await
+    }
+
     async fn list_deliveries(&self, q: DeliveryQuery) -> Result<Vec<DeliveryRecord>> {
         self.read(move |c| webhooks::list_deliveries(c, &q)).await
     }

@@ -234,6 +234,26 @@ pub fn record(t: &Tx<'_>, outcomes: &[DeliveryOutcome]) -> Result<Vec<bool>, Sto
     Ok(out)
 }
 
+pub fn backlog(c: &Connection, cap: u32, now: Timestamp) -> Result<DeliveryBacklog, StoreError> {
+    // Each count stops at the cap; the earliest due one is the first entry of the due index.
+    let mut st = c
+        .prepare_cached(
+            "SELECT (SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE state = 'pending' LIMIT ?1)),
+                    (SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE state = 'dead' LIMIT ?1)),
+                    (SELECT min(due_at) FROM deliveries WHERE state = 'pending')",
+        )
+        .map_err(map_err)?;
+    st.query_row([cap], |r| {
+        Ok(DeliveryBacklog {
+            pending: r.get::<_, i64>(0)? as u64,
+            dead: r.get::<_, i64>(1)? as u64,
+            oldest_due: r.get::<_, Option<i64>>(2)?.map(Timestamp),
+            now,
+        })
+    })
+    .map_err(map_err)
+}
+
 pub fn list_deliveries(c: &Connection, q: &DeliveryQuery) -> Result<Vec<DeliveryRecord>, StoreError> {
     let mut sql = format!("SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE id < ?1");
     if q.state.is_some() {

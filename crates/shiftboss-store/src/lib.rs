@@ -283,6 +283,9 @@ pub trait Store: Send + Sync + 'static {
     /// One delivery.
     async fn get_delivery(&self, id: i64) -> Result<Option<DeliveryRecord>>;
 
+    /// Pending and dead deliveries, each counted up to `cap`, and the earliest due pending one.
+    async fn delivery_backlog(&self, cap: u32) -> Result<DeliveryBacklog>;
+
     /// Sends deliveries back to pending, due now, attempts reset: the ids given (dead or
     /// delivered; pending ones are left as they are), or every dead one of a subscription.
     async fn redeliver(&self, p: Redeliver) -> Result<RedeliverReport>;

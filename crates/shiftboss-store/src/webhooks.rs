@@ -434,6 +434,22 @@ pub struct DeliveryOutcome {
     pub result: DeliveryResult,
 }
 
+/// How much the outbox holds, for operators: pending and dead deliveries counted up to a cap
+/// (a backlog of millions is not counted row by row on every look), and how long the most overdue
+/// pending one has been due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeliveryBacklog {
+    /// Pending deliveries, at most the cap asked for.
+    pub pending: u64,
+    /// Dead deliveries, at most the cap asked for.
+    pub dead: u64,
+    /// When the earliest due pending delivery fell due (in the past when the dispatcher is behind,
+    /// or in the future when all of them wait for a retry).
+    pub oldest_due: Option<Timestamp>,
+    /// The store's time of the reading.
+    pub now: Timestamp,
+}
+
 /// Which deliveries to list, newest first.
 #[derive(Debug, Clone, Default)]
 pub struct DeliveryQuery {

@@ -274,6 +274,10 @@ impl Store for Patient {
     async fn record_deliveries(&self, outcomes: Vec<DeliveryOutcome>) -> Result<Vec<bool>> {
         patiently!(self, "recording deliveries", self.inner.record_deliveries(outcomes.clone()))
     }
+    async fn delivery_backlog(&self, cap: u32) -> Result<DeliveryBacklog> {
+        patiently!(self, "counting the webhook backlog", self.inner.delivery_backlog(cap))
+    }
+
     async fn list_deliveries(&self, q: DeliveryQuery) -> Result<Vec<DeliveryRecord>> {
         patiently!(self, "listing deliveries", self.inner.list_deliveries(q.clone()))
     }

@@ -248,6 +248,10 @@ async fn the_console_in_chromium() {
     let t = browser.wait_text("Recent alerts", Duration::from_secs(5)).await;
     assert!(t.contains("step.error") && t.contains("task.failed") && t.contains("order-7"), "{t}");
     assert!(t.contains("Webhook backlog"), "{t}");
+    assert!(
+        ["Nothing is waiting to be sent.", "has been due for", "waits for a retry"].iter().any(|w| t.contains(w)),
+        "the backlog says how overdue it is: {t}"
+    );
     browser.screenshot("overview-light").await;
 
     // The failed task, in the list and on its page, with why.

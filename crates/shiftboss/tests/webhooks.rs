@@ -267,6 +267,12 @@ async fn dead_messages_alert_and_are_redelivered_and_410_disables(db: String, lo
     let events = t["events"].as_array().unwrap();
     assert!(events.iter().any(|e| e["kind"] == "delivery.dead" && e["level"] == "alert"), "{t}");
 
+    // /metrics counts it in the backlog.
+    let res = api.http.get(format!("{}/metrics", api.base)).bearer_auth(&api.token).send().await.unwrap();
+    let text = res.text().await.unwrap();
+    assert!(text.contains("shiftboss_webhook_backlog{state=\"dead\"} 1\n"), "{text}");
+    assert!(text.contains("shiftboss_webhook_oldest_due_age_seconds "), "{text}");
+
     // The CLI reads the same, through the server and on the store.
     let dead_id = dead[0]["id"].as_str().unwrap();
     let cli = |args: &[&str]| {

@@ -216,22 +216,26 @@ pub async fn redeliver(
     Ok(Redirect::to("/console/deliveries?state=pending").into_response())
 }
 
-/// The overview's webhook backlog: pending and dead deliveries (counted up to a cap), and how
-/// long the oldest pending one has waited.
-pub async fn backlog(b: &mut String, store: &dyn Store, now: Timestamp) -> Result<(), StoreError> {
-    let q =
-        |state| DeliveryQuery { state: Some(state), subscription: None, task: None, before: None, limit: COUNT_CAP };
-    let pending = store.list_deliveries(q(DeliveryState::Pending)).await?;
-    let dead = store.list_deliveries(q(DeliveryState::Dead)).await?;
-    let count = |n: usize| if n >= COUNT_CAP as usize { format!("{COUNT_CAP}+") } else { n.to_string() };
-    let oldest = pending.iter().map(|d| d.created_at).min();
-    let waited = oldest.map(|t| format!("{} s", (now.0 - t.0).max(0) / 1000)).unwrap_or_else(|| "–".into());
+/// The overview's webhook backlog: pending and dead deliveries (counted up to a cap, by the store),
+/// and how long the earliest due pending one has been due.
+pub async fn backlog(b: &mut String, store: &dyn Store) -> Result<(), StoreError> {
+    let backlog = store.delivery_backlog(COUNT_CAP).await?;
+    let count = |n: u64| if n >= u64::from(COUNT_CAP) { format!("{COUNT_CAP}+") } else { n.to_string() };
+    let due = match backlog.oldest_due {
+        None => "Nothing is waiting to be sent.".to_owned(),
+        Some(t) if t.0 <= backlog.now.0 => {
+            format!("The earliest due delivery has been due for {} s.", (backlog.now.0 - t.0) / 1000)
+        }
+        Some(t) => format!(
+            "Every pending delivery waits for a retry; the next is due in {} s.",
+            (t.0 - backlog.now.0 + 999) / 1000
+        ),
+    };
     let _ = write!(
         b,
-        r#"<h2>Webhook backlog</h2><div class="cards"><a class="card" href="/console/deliveries?state=pending">pending<b>{}</b></a><a class="card" href="/console/deliveries?state=dead">dead<b>{}</b></a></div><p class="muted">The oldest pending delivery was written {waited} ago{}.</p>"#,
-        count(pending.len()),
-        count(dead.len()),
-        if pending.len() >= COUNT_CAP as usize { " (of the newest 1000)" } else { "" }
+        r#"<h2>Webhook backlog</h2><div class="cards"><a class="card" href="/console/deliveries?state=pending">pending<b>{}</b></a><a class="card" href="/console/deliveries?state=dead">dead<b>{}</b></a></div><p class="muted">{due}</p>"#,
+        count(backlog.pending),
+        count(backlog.dead),
     );
     Ok(())
 }

@@ -79,7 +79,7 @@ pub async fn overview(State(state): State<AppState>, headers: HeaderMap) -> Resu
     }
     b.push_str("</table>");
     super::deliveries::recent_alerts(&mut b, store.as_ref()).await?;
-    super::deliveries::backlog(&mut b, store.as_ref(), now).await?;
+    super::deliveries::backlog(&mut b, store.as_ref()).await?;
     let term = e.metrics().leader_term;
     let _ = write!(
         b,

@@ -94,11 +94,14 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError>
 async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
     // A scrape while the store is out of reach still answers, with store_up 0.
     let store = state.store();
-    let counts = async { tokio::try_join!(store.task_counts(), store.queue_stats()) };
+    let counts = async {
+        tokio::try_join!(store.task_counts(), store.queue_stats(), store.delivery_backlog(crate::metrics::BACKLOG_CAP))
+    };
     let counts = match tokio::time::timeout(STORE_PROBE, counts).await {
         Ok(Ok(c)) => Some(c),
         _ => None,
     };
-    let text = state.metrics.render(&state.engine.metrics(), counts.as_ref().map(|(t, q)| (t.as_slice(), q)));
+    let store = counts.as_ref().map(|(tasks, queues, backlog)| crate::metrics::StoreCounts { tasks, queues, backlog });
+    let text = state.metrics.render(&state.engine.metrics(), store);
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
 }

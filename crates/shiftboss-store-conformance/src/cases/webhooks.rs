@@ -4,7 +4,7 @@
 use crate::Fixture;
 use crate::support::*;
 use serde_json::json;
-use shiftboss_core::{TaskId, TaskState};
+use shiftboss_core::{TaskId, TaskState, Timestamp};
 use shiftboss_store::*;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -356,4 +356,44 @@ pub async fn a_task_channel_rests_with_its_archived_task_and_goes_with_its_purge
         assert!(h.store.get_subscription(s.id).await.unwrap().is_none(), "subscription {} outlived its task", s.id);
     }
     assert!(h.store.get_subscription(standing.id).await.unwrap().is_some(), "standing ones stay");
+}
+
+/// The outbox's backlog for operators: pending and dead deliveries counted up to a cap, and the
+/// earliest due pending one.
+pub async fn the_backlog_counts_up_to_a_cap_and_names_the_earliest_due<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register(&one_step()).await;
+    let empty = h.store.delivery_backlog(100).await.expect("backlog");
+    assert_eq!((empty.pending, empty.dead, empty.oldest_due, empty.now), (0, 0, None, h.now()));
+    let written = h.now();
+    for key in ["a", "b", "c"] {
+        let mut p = submit_params(key, "one", 0);
+        p.notify = Some(target("https://hooks.example.com/x", &[MessageKind::Received]));
+        h.store.submit_task(p).await.expect("submit");
+    }
+    h.advance(secs(5));
+    let b = h.store.delivery_backlog(2).await.unwrap();
+    assert_eq!((b.pending, b.dead, b.oldest_due, b.now), (2, 0, Some(written), h.now()), "counted up to the cap");
+    assert_eq!(h.store.delivery_backlog(100).await.unwrap().pending, 3);
+
+    // One dies, one waits a minute for its retry, one is left due: the earliest due is that one.
+    let claimed = h.claim_list().await;
+    assert_eq!(claimed.len(), 3);
+    let outcomes = vec![
+        DeliveryOutcome {
+            id: claimed[0].delivery.id,
+            token: claimed[0].token,
+            result: DeliveryResult::Dead { status: Some(500), error: "gave up".into() },
+        },
+        DeliveryOutcome {
+            id: claimed[1].delivery.id,
+            token: claimed[1].token,
+            result: DeliveryResult::Retry { after: secs(60), status: Some(500), error: "again".into() },
+        },
+    ];
+    h.store.record_deliveries(outcomes).await.unwrap();
+    let b = h.store.delivery_backlog(100).await.unwrap();
+    assert_eq!((b.pending, b.dead), (2, 1));
+    // The third is claimed (leased for 30 s): due again at the lease's end, before the retry.
+    assert_eq!(b.oldest_due, Some(Timestamp(h.now().0 + 30_000)));
 }
