@@ -210,6 +210,7 @@ macro_rules! conformance_suite {
                 failures_retry_die_and_are_redelivered_and_receivers_are_heard,
                 a_task_channel_rests_with_its_archived_task_and_goes_with_its_purge,
                 the_backlog_counts_up_to_a_cap_and_names_the_earliest_due,
+                a_restored_job_wakes_its_resting_channel,
             }
             stream {
                 every_event_once_in_id_order_with_filters,

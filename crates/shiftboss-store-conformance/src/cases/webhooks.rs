@@ -397,3 +397,63 @@ pub async fn the_backlog_counts_up_to_a_cap_and_names_the_earliest_due<F: Fixtur
     // The third is claimed (leased for 30 s): due again at the lease's end, before the retry.
     assert_eq!(b.oldest_due, Some(Timestamp(h.now().0 + 30_000)));
 }
+
+/// A job given a channel of its own (submitted as a task of its job workflow) that gave up, was
+/// archived (its channel resting) and is resubmitted from history gets its channel back: its new
+/// attempt's messages are written again.
+pub async fn a_restored_job_wakes_its_resting_channel<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    // The first enqueue registers the handler's job workflow.
+    h.enqueue(vec![EnqueueJob::new("mail", json!({"n": 0}))]).await;
+    let mut p = submit_params("mail-1", &shiftboss_core::jobs::workflow_name("mail"), 0);
+    p.version = Some(1);
+    p.notify = Some(target("https://hooks.example.com/mail", &[]));
+    let job = h.store.submit_task(p).await.expect("submit a job with a channel").task_id;
+    loop {
+        let claimed = h.claim("server", &["mail"], 10).await;
+        if claimed.is_empty() {
+            break;
+        }
+        for c in &claimed {
+            if c.task_id == job {
+                h.reply("server", c.id, c.lease_token, ReplyResult::PermanentError("no such mailbox".into())).await;
+            } else {
+                h.complete("server", c, json!({})).await;
+            }
+        }
+    }
+    let channel = h.own_channel(job, -1).await;
+    loop {
+        let claimed = h.claim_list().await;
+        if claimed.is_empty() {
+            break;
+        }
+        let outcomes = claimed
+            .iter()
+            .map(|c| DeliveryOutcome {
+                id: c.delivery.id,
+                token: c.token,
+                result: DeliveryResult::Delivered { status: 200 },
+            })
+            .collect();
+        h.store.record_deliveries(outcomes).await.expect("record");
+    }
+    h.advance(secs(1));
+    h.archive_now().await;
+    let rested = h.store.get_subscription(channel.id).await.unwrap().expect("kept");
+    assert_eq!(rested.state, SubscriptionState::Disabled, "{rested:?}");
+
+    let q = JobQuery { handler: Some("mail".into()), limit: 1000, ..Default::default() };
+    let again = ResubmitJobs { query: q, dry_run: false, actor: "ann".into(), reason: "mailbox made".into() };
+    assert_eq!(h.store.resubmit_jobs(again).await.unwrap().resubmitted, 1);
+    let woken = h.store.get_subscription(channel.id).await.unwrap().expect("kept");
+    assert_eq!((woken.state, woken.disabled_reason), (SubscriptionState::Active, None));
+    let c = h.claim("server", &["mail"], 10).await;
+    assert_eq!(c.len(), 1, "the job runs again");
+    h.complete("server", &c[0], json!({})).await;
+    let sent = h.deliveries_of(DeliveryQuery { subscription: Some(channel.id), ..DeliveryQuery::default() }).await;
+    assert!(
+        sent.iter().any(|d| d.kind == MessageKind::Completed && d.state == DeliveryState::Pending),
+        "the new attempt's messages go out on the woken channel: {sent:?}"
+    );
+}
