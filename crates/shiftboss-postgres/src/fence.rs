@@ -26,7 +26,7 @@
 //!
 //! `tests/planner.rs` reads the plans of these statements under such statistics.
 
-/// The statements whose plans the tests read, with the parameters' types in order.
+/// The fenced statements whose plans the tests read, by name.
 #[doc(hidden)]
 pub fn fenced_statements() -> [(&'static str, &'static str); 3] {
     [
