@@ -280,6 +280,12 @@ impl Engine {
         &self.inner.policies
     }
 
+    /// Whether a step of `agent` with this `config` would wait on its service's open circuit in
+    /// this process now (circuits are kept per process, in memory).
+    pub fn circuit(&self, agent: &str, config: &serde_json::Value) -> Option<crate::runtime::CircuitView> {
+        self.inner.breakers.view(&self.inner.agents.service_key(agent, config))
+    }
+
     /// The concurrency and rate limits per agent type that every claim obeys, remote ones too.
     pub fn agent_limits(&self) -> &[shiftboss_store::AgentLimit] {
         &self.inner.config.scheduler.limits

@@ -7,12 +7,22 @@ use crate::metrics::Metrics;
 use futures_util::FutureExt;
 use shiftboss_core::Timestamp;
 use shiftboss_core::backoff::Backoff;
-use shiftboss_core::breaker::{Admission, BreakerConfig, CircuitBreaker};
+use shiftboss_core::breaker::{Admission, BreakerConfig, BreakerState, CircuitBreaker};
 use shiftboss_store::ReplyResult;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 use tokio::time::{Instant, sleep_until};
+
+/// A service's circuit as an operator reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CircuitView {
+    /// Calls wait this much longer before one goes as a probe.
+    Open { remaining: Duration },
+    /// One call is out as the probe; the others wait for its answer.
+    Probing,
+}
 
 /// Circuit breakers by service, shared by every step of this process.
 #[derive(Default)]
@@ -24,6 +34,19 @@ pub struct Breakers {
 impl Breakers {
     pub fn new(config: BreakerConfig) -> Self {
         Breakers { config, by_service: Mutex::default() }
+    }
+
+    /// Whether calls to `service` wait on its open circuit in this process now, and how long.
+    pub fn view(&self, service: &str) -> Option<CircuitView> {
+        let map = self.by_service.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get(service)?.state() {
+            BreakerState::Closed { .. } => None,
+            BreakerState::Open { until } => {
+                let now = mono_now();
+                (until.0 > now.0).then(|| CircuitView::Open { remaining: until.since(now) })
+            }
+            BreakerState::HalfOpen => Some(CircuitView::Probing),
+        }
     }
 
     fn with<T>(&self, service: &str, f: impl FnOnce(&mut CircuitBreaker) -> T) -> T {
@@ -164,7 +187,6 @@ mod tests {
     use async_trait::async_trait;
     use shiftboss_core::{StepId, TaskId};
     use std::sync::atomic::{AtomicU32, Ordering};
-    use std::time::Duration;
 
     /// Fails transiently `fail_first` times, then answers; or hangs forever when `hang`.
     struct Flaky {
@@ -286,6 +308,27 @@ mod tests {
         assert_eq!(agent.calls.load(Ordering::SeqCst), 3);
         assert!(Instant::now() - start >= Duration::from_millis(200));
         assert!(m.snapshot().breaker_waits >= 1);
+    }
+
+    /// What an operator reads of a circuit: nothing while it is closed, the time left while it
+    /// is open, the probe while it is half open.
+    #[tokio::test(start_paused = true)]
+    async fn a_circuit_is_seen_open_with_its_time_left_then_probing_then_closed() {
+        let b = breakers(2);
+        assert_eq!(b.view("svc"), None, "a service never called");
+        b.with("svc", |c| c.on_failure(mono_now()));
+        assert_eq!(b.view("svc"), None, "one fault of two: still closed");
+        b.with("svc", |c| c.on_failure(mono_now()));
+        assert_eq!(b.view("svc"), Some(CircuitView::Open { remaining: Duration::from_millis(200) }));
+        tokio::time::advance(Duration::from_millis(150)).await;
+        assert_eq!(b.view("svc"), Some(CircuitView::Open { remaining: Duration::from_millis(50) }));
+        assert_eq!(b.view("other"), None, "circuits are per service");
+        tokio::time::advance(Duration::from_millis(60)).await;
+        assert_eq!(b.view("svc"), None, "past its time the next call probes; nothing waits on it");
+        assert_eq!(b.with("svc", |c| c.admit(mono_now())), Admission::Probe);
+        assert_eq!(b.view("svc"), Some(CircuitView::Probing));
+        b.with("svc", CircuitBreaker::on_success);
+        assert_eq!(b.view("svc"), None);
     }
 
     #[tokio::test(start_paused = true)]

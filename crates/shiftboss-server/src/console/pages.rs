@@ -327,6 +327,13 @@ pub async fn task(
         let limit =
             state.engine.agent_limits().iter().find(|l| l.agent == st.agent).map(|l| (l.max_concurrent, l.per_second));
         let running_of_type = queues.agents.iter().find(|q| q.agent == st.agent).map_or(0, |q| q.processing);
+        // Circuits are this process's: they hold a step it runs, or one it would claim.
+        let here = match st.state {
+            StepState::Processing => st.locked_by.as_deref() == Some(state.engine.instance().as_str()),
+            StepState::Pending => local.contains(&st.agent) && state.engine.runs_scheduler(),
+            _ => false,
+        };
+        let circuit = if here { state.engine.circuit(&st.agent, &st.config) } else { None };
         let cx = Context {
             task: t,
             now,
@@ -335,6 +342,7 @@ pub async fn task(
             served,
             limit,
             running_of_type,
+            circuit,
         };
         if let Some(w) = why(st, &cx) {
             let _ = write!(whys, r#"<p class="why"><b>{}</b>: {}</p>"#, esc(&st.name), esc(&w));

@@ -6,6 +6,7 @@
 use shiftboss_core::model::{StepRecord, TaskRecord};
 use shiftboss_core::workflow::StepKind;
 use shiftboss_core::{StepState, TaskState, Timestamp};
+use shiftboss_engine::runtime::CircuitView;
 
 /// What the answer reads besides the step.
 pub struct Context<'a> {
@@ -21,6 +22,22 @@ pub struct Context<'a> {
     pub limit: Option<(Option<u32>, Option<u32>)>,
     /// Steps of its agent type processing now.
     pub running_of_type: u64,
+    /// The circuit of the step's service in this process, when calls to it wait: given for a step
+    /// this process holds or would claim (circuits are kept per process).
+    pub circuit: Option<CircuitView>,
+}
+
+/// The circuit, in words, with the store's clock for the time it opens again.
+fn circuit_words(c: CircuitView, now: Timestamp) -> String {
+    match c {
+        CircuitView::Open { remaining } => format!(
+            "its service's circuit is open in this process until {} after repeated faults: calls wait until then, and the first goes as a probe",
+            now.plus(remaining)
+        ),
+        CircuitView::Probing => {
+            "its service's circuit is half open in this process: one call is out as the probe, and the others wait for its answer".to_owned()
+        }
+    }
 }
 
 /// The reason, in words; none for a step that is done.
@@ -59,10 +76,14 @@ pub fn why(step: &StepRecord, cx: &Context<'_>) -> Option<String> {
     if step.state == StepState::Processing {
         let by = step.locked_by.as_deref().unwrap_or("?");
         let until = step.complete_by.map(t).unwrap_or_else(|| "no deadline".into());
-        return Some(format!(
+        let running = format!(
             "it is running: attempt {} on {by}, which must reply by {until} (lease token {})",
             step.attempts, step.lease_token.0
-        ));
+        );
+        return Some(match cx.circuit {
+            Some(c) => format!("{running}; {}", circuit_words(c, cx.now)),
+            None => running,
+        });
     }
     // Pending.
     if step.due_at.0 > cx.now.0 {
@@ -79,6 +100,9 @@ pub fn why(step: &StepRecord, cx: &Context<'_>) -> Option<String> {
     }
     if !cx.served {
         return Some(format!("no live worker or scheduler serves agent type \"{}\"", step.agent));
+    }
+    if let Some(c) = cx.circuit {
+        return Some(format!("it is due; {}", circuit_words(c, cx.now)));
     }
     if let Some((at_once, per_second)) = cx.limit {
         if let Some(n) = at_once
@@ -172,6 +196,7 @@ mod tests {
             served: true,
             limit: None,
             running_of_type: 0,
+            circuit: None,
         }
     }
 
@@ -222,6 +247,15 @@ mod tests {
         };
         let w = why(&busy, &cx(&running)).unwrap();
         assert!(w.contains("attempt 2 on s-1") && w.contains("lease token 3"), "{w}");
+
+        let open = Context { circuit: Some(CircuitView::Open { remaining: Duration::from_secs(65) }), ..cx(&running) };
+        let w = why(&step(StepState::Pending), &open).unwrap();
+        assert!(w.starts_with("it is due; its service's circuit is open in this process until"), "{w}");
+        assert!(w.contains(&Timestamp(67_000).to_string()), "open until now + 65 s: {w}");
+        let w = why(&busy, &open).unwrap();
+        assert!(w.contains("attempt 2 on s-1") && w.contains("circuit is open"), "{w}");
+        let probing = Context { circuit: Some(CircuitView::Probing), ..cx(&running) };
+        assert!(why(&busy, &probing).unwrap().contains("one call is out as the probe"));
 
         assert!(why(&step(StepState::Pending), &cx(&running)).unwrap().contains("waits for a scheduler"));
         assert_eq!(why(&step(StepState::Processed), &cx(&running)), None);
