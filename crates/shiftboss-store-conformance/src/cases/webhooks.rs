@@ -36,6 +36,27 @@ impl<S: Store> Harness<S> {
         self.store.get_subscription(sub.subscription_id).await.expect("get").expect("exists")
     }
 
+    /// Claims and answers 200 to every delivery there is, but those `hold` keeps (left claimed,
+    /// so not claimed again before their lease ends).
+    async fn deliver_all(&self, mut hold: impl FnMut(&ClaimedDelivery) -> bool) {
+        loop {
+            let claimed = self.claim_list().await;
+            if claimed.is_empty() {
+                break;
+            }
+            let outcomes = claimed
+                .iter()
+                .filter(|c| !hold(c))
+                .map(|c| DeliveryOutcome {
+                    id: c.delivery.id,
+                    token: c.token,
+                    result: DeliveryResult::Delivered { status: 200 },
+                })
+                .collect();
+            self.store.record_deliveries(outcomes).await.expect("record");
+        }
+    }
+
     /// Runs every step of a task to completion, each with output `{"done": name}`.
     async fn finish_all(&self) {
         loop {
@@ -297,28 +318,14 @@ pub async fn a_task_channel_rests_with_its_archived_task_and_goes_with_its_purge
     let (sent, slow) = (h.own_channel(ids[0], standing.id).await, h.own_channel(ids[1], standing.id).await);
     // Every message sent but one of `slow`'s.
     let mut held = None;
-    loop {
-        let claimed = h.claim_list().await;
-        if claimed.is_empty() {
-            break;
+    h.deliver_all(|c| {
+        let hold = held.is_none() && c.delivery.subscription_id == slow.id;
+        if hold {
+            held = Some(c.delivery.id);
         }
-        let outcomes = claimed
-            .iter()
-            .filter(|c| {
-                let keep = held.is_none() && c.delivery.subscription_id == slow.id;
-                if keep {
-                    held = Some(c.delivery.id);
-                }
-                !keep
-            })
-            .map(|c| DeliveryOutcome {
-                id: c.delivery.id,
-                token: c.token,
-                result: DeliveryResult::Delivered { status: 200 },
-            })
-            .collect();
-        h.store.record_deliveries(outcomes).await.expect("record");
-    }
+        hold
+    })
+    .await;
     let held = held.expect("one of slow's deliveries held back");
 
     h.advance(secs(1));
@@ -423,21 +430,7 @@ pub async fn a_restored_job_wakes_its_resting_channel<F: Fixture>(f: F) {
         }
     }
     let channel = h.own_channel(job, -1).await;
-    loop {
-        let claimed = h.claim_list().await;
-        if claimed.is_empty() {
-            break;
-        }
-        let outcomes = claimed
-            .iter()
-            .map(|c| DeliveryOutcome {
-                id: c.delivery.id,
-                token: c.token,
-                result: DeliveryResult::Delivered { status: 200 },
-            })
-            .collect();
-        h.store.record_deliveries(outcomes).await.expect("record");
-    }
+    h.deliver_all(|_| false).await;
     h.advance(secs(1));
     h.archive_now().await;
     let rested = h.store.get_subscription(channel.id).await.unwrap().expect("kept");
