@@ -33,10 +33,21 @@ impl Connect for PerHost {
                     tracing::debug!(error = %e, "a database connection ended");
                 }
             });
+            // Before the connection draws an id: a server promoted since the store's last
+            // connection raises its sequences above every id of its former timeline.
+            bounded(client.batch_execute(RAISE_ID_FLOORS), timeout).await?;
             Ok((client, driver))
         })
     }
 }
+
+/// Raises the store's sequences to the server's timeline's floor (migration 16), where the schema
+/// has that function: a connection made before the first migration has nothing to raise.
+const RAISE_ID_FLOORS: &str = "DO $$ BEGIN
+    IF to_regprocedure('raise_id_floors(text)') IS NOT NULL THEN
+        PERFORM raise_id_floors(current_schema());
+    END IF;
+END $$";
 
 /// How many hosts `config` names (at least one: with none, tokio-postgres's own default applies).
 pub fn host_count(config: &Config) -> usize {

@@ -397,11 +397,15 @@ async fn in_schema<T>(
 ) -> Result<T> {
     // The caller's path, the store's set in its place, and the clock: one statement. The subquery
     // (kept apart by OFFSET 0) reads the path before the outer select list changes it.
+    // The caller's connection may be the first on a server promoted since the store's last
+    // connection: its sequences are raised before this call draws an id (migration 16).
     let begin = format!(
-        "SELECT s.saved, set_config('search_path', $1, true), {} FROM (SELECT current_setting('search_path') AS saved OFFSET 0) s",
-        tx::DB_NOW_EXPR
+        "SELECT s.saved, set_config('search_path', $1, true), {}, {}.raise_id_floors($2) \
+           FROM (SELECT current_setting('search_path') AS saved OFFSET 0) s",
+        tx::DB_NOW_EXPR,
+        migrate::ident(schema)
     );
-    let row = tx.query_one(&begin, &[&migrate::ident(schema)]).await.map_err(map_err)?;
+    let row = tx.query_one(&begin, &[&migrate::ident(schema), &schema]).await.map_err(map_err)?;
     let saved: String = rows::get(&row, 0)?;
     let now = Timestamp(rows::get(&row, 2)?);
     let set = "SELECT set_config('search_path', $1, true)";

@@ -28,6 +28,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (13, "0013_task_generation", include_str!("migrations/0013_task_generation.sql")),
     (14, "0014_cursors", include_str!("migrations/0014_cursors.sql")),
     (15, "0015_outbox_lookups", include_str!("migrations/0015_outbox_lookups.sql")),
+    (16, "0016_id_epochs", include_str!("migrations/0016_id_epochs.sql")),
 ];
 
 /// The schema version this build writes and reads.

@@ -14,6 +14,7 @@ mod common;
 
 use common::*;
 use serde_json::json;
+use shiftboss_core::TaskId;
 use shiftboss_core::idempotency::step_key;
 use shiftboss_postgres::{PgOptions, PostgresStore};
 use shiftboss_store::{Store, SubmitTask};
@@ -31,6 +32,8 @@ const CONNECT_TIMEOUT: &str = "1s";
 const PROGRESS_BOUND: Duration = Duration::from_secs(2 + 1 + 5);
 const SCHEMA: &str = "sbfo";
 const ORDERS: usize = 40;
+/// Submissions in the asynchronous case after the standby is cut off, at once.
+const BURST: usize = 40;
 
 fn pg_bin() -> Option<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
@@ -190,6 +193,35 @@ fn append(path: &Path, text: &str) {
     f.write_all(text.as_bytes()).unwrap();
 }
 
+/// What the application was told at submission: the key, what it sent, and the task's id.
+#[derive(Clone)]
+struct Acked {
+    key: String,
+    input: serde_json::Value,
+    id: TaskId,
+}
+
+fn order(key: &str, input: &serde_json::Value) -> SubmitTask {
+    SubmitTask {
+        notify: None,
+        key: key.into(),
+        workflow: "order".into(),
+        version: None,
+        input: input.clone(),
+        priority: 0,
+        actor: "test".into(),
+    }
+}
+
+/// The highest id of each table whose ids clients see (tasks, steps, events), on `url`.
+async fn max_ids(url: &str) -> [i64; 3] {
+    let mut out = [0; 3];
+    for (i, table) in ["tasks", "steps", "events"].iter().enumerate() {
+        out[i] = query_i64(url, &format!("SELECT coalesce(max(id), 0) FROM {SCHEMA}.{table}")).await.unwrap();
+    }
+    out
+}
+
 async fn query_i64(url: &str, sql: &str) -> Option<i64> {
     let connect = tokio_postgres::connect(url, NoTls);
     let (client, conn) = tokio::time::timeout(Duration::from_secs(2), connect).await.ok()?.ok()?;
@@ -293,32 +325,24 @@ async fn one_failover(bin: &Path, fault: Fault) -> Outcome {
     }
 
     // The submitter: orders one after another, each tried until acknowledged, through the fault.
-    let acknowledged = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let acknowledged: Arc<std::sync::Mutex<Vec<Acked>>> = Arc::new(std::sync::Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let submitter = {
         let (store, acknowledged, stop) = (store.clone(), acknowledged.clone(), stop.clone());
         tokio::spawn(async move {
             for n in 0..ORDERS {
                 let key = format!("o-{n}");
-                let task = SubmitTask {
-                    notify: None,
-                    key: key.clone(),
-                    workflow: "order".into(),
-                    version: None,
-                    input: json!({"n": n}),
-                    priority: 0,
-                    actor: "test".into(),
-                };
-                loop {
-                    match store.submit_task(task.clone()).await {
-                        Ok(_) => break,
+                let input = json!({"n": n});
+                let id = loop {
+                    match store.submit_task(order(&key, &input)).await {
+                        Ok(s) => break s.task_id,
                         Err(e) if e.is_transient() && !stop.load(Ordering::Relaxed) => {
                             tokio::time::sleep(Duration::from_millis(100)).await;
                         }
                         Err(e) => panic!("submitting {key}: {e}"),
                     }
-                }
-                acknowledged.lock().unwrap().push(key);
+                };
+                acknowledged.lock().unwrap().push(Acked { key, input, id });
                 // Slower than the schedulers: submissions go on across the fault.
                 tokio::time::sleep(Duration::from_millis(150)).await;
             }
@@ -348,7 +372,18 @@ async fn one_failover(bin: &Path, fault: Fault) -> Outcome {
                 && acknowledged.lock().unwrap().len() >= submitted + 5
         })
         .await;
+        // A burst the standby never sees: more ids than a sequence's WAL record reserves ahead
+        // (32), so that a promoted standby whose sequences were not raised would hand these ids
+        // to other tasks.
+        for n in 0..BURST {
+            let key = format!("burst-{n}");
+            let input = json!({"burst": n});
+            let id = store.submit_task(order(&key, &input)).await.unwrap().task_id;
+            acknowledged.lock().unwrap().push(Acked { key, input, id });
+        }
     }
+    // The last ids the old primary handed out, lost to the standby or not.
+    let old_max = max_ids(&primary_url).await;
     let pids = cluster_pids(&clusters.primary());
     assert!(pids.len() > 2, "the primary's processes: {pids:?}");
     match fault {
@@ -381,23 +416,42 @@ async fn one_failover(bin: &Path, fault: Fault) -> Outcome {
 
     submitter.await.unwrap();
     stop.store(true, Ordering::Relaxed);
-    let keys = acknowledged.lock().unwrap().clone();
-    assert_eq!(keys.len(), ORDERS);
+    let acked = acknowledged.lock().unwrap().clone();
+    let extra = if fault == Fault::AsyncCrash { BURST } else { 0 };
+    assert_eq!(acked.len(), ORDERS + extra);
+    let keys: Vec<String> = acked.iter().map(|a| a.key.clone()).collect();
     // What an application does after a failover that may have lost commits: submit again what it
     // was told of, under the same keys. Under synchronous replication each finds its task.
     let mut lost = 0;
-    for (n, key) in keys.iter().enumerate() {
-        let task = SubmitTask {
-            notify: None,
-            key: key.clone(),
-            workflow: "order".into(),
-            version: None,
-            input: json!({"n": n}),
-            priority: 0,
-            actor: "test".into(),
-        };
-        if store.submit_task(task).await.unwrap().created {
+    let mut lost_ids = Vec::new();
+    for a in &acked {
+        let s = store.submit_task(order(&a.key, &a.input)).await.unwrap();
+        if s.created {
             lost += 1;
+            lost_ids.push(s.task_id.0);
+        } else {
+            assert_eq!(s.task_id, a.id, "{} names the task it was acknowledged with", a.key);
+        }
+    }
+    // Item 4: an id a client was given never names another task, even one the promoted standby
+    // lost; every id handed out after the promotion is above every id of the old primary's.
+    for a in &acked {
+        let sql = format!("SELECT count(*) FROM {SCHEMA}.tasks WHERE id = {} AND task_key <> '{}'", a.id.0, a.key);
+        assert_eq!(query_i64(&standby_url, &sql).await, Some(0), "task id {} of {} names another task", a.id, a.key);
+    }
+    if !lost_ids.is_empty() {
+        let list = lost_ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+        let mins = [
+            format!("SELECT min(id) FROM {SCHEMA}.tasks WHERE id IN ({list})"),
+            format!("SELECT min(id) FROM {SCHEMA}.steps WHERE task_id IN ({list})"),
+            format!("SELECT min(id) FROM {SCHEMA}.events WHERE task_id IN ({list})"),
+        ];
+        for (sql, old) in mins.iter().zip(old_max) {
+            let new = query_i64(&standby_url, sql).await.unwrap();
+            assert!(
+                new > old,
+                "an id drawn after the promotion ({new}) is not above the old primary's last ({old}): {sql}"
+            );
         }
     }
     eprintln!("{fault:?}: {lost} acknowledged tasks were missing after the promotion and were submitted again");
@@ -408,7 +462,7 @@ async fn one_failover(bin: &Path, fault: Fault) -> Outcome {
     }
     let completed = format!("SELECT count(*) FROM {SCHEMA}.tasks WHERE state = 'completed'");
     wait_for("every acknowledged order completed", Duration::from_secs(90), || async {
-        query_i64(&standby_url, &completed).await.unwrap_or(0) == ORDERS as i64
+        query_i64(&standby_url, &completed).await.unwrap_or(0) == acked.len() as i64
     })
     .await;
 
