@@ -7,27 +7,58 @@
 //! until the pool's create timeout ran out, and the promoted standby behind it would never be
 //! tried. Here each host gets a configuration of its own and `connect_timeout` for everything:
 //! TCP, the startup and authentication exchange, and the `target_session_attrs` check.
+//!
+//! The hosts are tried from the one the last connection reached ([`Hosts`]), and, once a call on
+//! it went unanswered, from the one after it: after a failover the frozen old primary would
+//! otherwise cost every new connection its whole connect bound before the promoted standby
+//! behind it is tried.
 
 use deadpool_postgres::Connect;
 use futures_util::future::BoxFuture;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_postgres::config::Host;
 use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::{Client, Config, Connection, NoTls, Socket};
 
+/// Which host of the URL a connection tries first.
+#[derive(Debug, Default)]
+pub struct Hosts {
+    /// The host the last connection reached.
+    last_good: AtomicUsize,
+    /// The host the next connection tries first.
+    first: AtomicUsize,
+}
+
+impl Hosts {
+    /// A call went unanswered: the next connection tries first the host after the one the last
+    /// connection reached (the same answer however many calls report it at once).
+    pub fn suspect(&self, config: &Config) {
+        let n = host_count(config);
+        self.first.store((self.last_good.load(Ordering::Relaxed) + 1) % n, Ordering::Relaxed);
+    }
+
+    fn reached(&self, i: usize) {
+        self.last_good.store(i, Ordering::Relaxed);
+        self.first.store(i, Ordering::Relaxed);
+    }
+}
+
 /// The pool's connector: every new connection goes through [`connect`].
 pub struct PerHost {
     /// The bound on one host's attempt.
     pub timeout: Duration,
+    pub hosts: Arc<Hosts>,
 }
 
 impl Connect for PerHost {
     fn connect(&self, config: &Config) -> BoxFuture<'_, Result<(Client, JoinHandle<()>), tokio_postgres::Error>> {
         let config = config.clone();
-        let timeout = self.timeout;
+        let (timeout, hosts) = (self.timeout, self.hosts.clone());
         Box::pin(async move {
-            let (client, connection) = connect(&config, timeout).await?;
+            let (client, connection) = connect(&config, timeout, &hosts).await?;
             let driver = tokio::spawn(async move {
                 if let Err(e) = connection.await {
                     tracing::debug!(error = %e, "a database connection ended");
@@ -54,20 +85,26 @@ pub fn host_count(config: &Config) -> usize {
     config.get_hosts().len().max(1)
 }
 
-/// Connects to the first of `config`'s hosts that answers within `timeout`, in order.
+/// Connects to the first of `config`'s hosts that answers within `timeout`, in order from the one
+/// `hosts` names.
 pub async fn connect(
     config: &Config,
     timeout: Duration,
+    hosts: &Hosts,
 ) -> Result<(Client, Connection<Socket, NoTlsStream>), tokio_postgres::Error> {
-    let hosts = config.get_hosts().len();
-    if hosts <= 1 {
+    let count = config.get_hosts().len();
+    if count <= 1 {
         return bounded(config.connect(NoTls), timeout).await;
     }
+    let start = hosts.first.load(Ordering::Relaxed) % count;
     let mut last = None;
-    for i in 0..hosts {
+    for i in (start..count).chain(0..start) {
         let one = one_host(config, i);
         match bounded(one.connect(NoTls), timeout).await {
-            Ok(c) => return Ok(c),
+            Ok(c) => {
+                hosts.reached(i);
+                return Ok(c);
+            }
             Err(e) => {
                 tracing::warn!(host = %describe(config, i), error = %e, "database host skipped");
                 last = Some(e);

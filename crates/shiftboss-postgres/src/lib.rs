@@ -158,6 +158,8 @@ struct Inner {
     store_timeout: Duration,
     /// See [`PgOptions::connect_timeout`]: for the LISTEN connections.
     connect_timeout: Duration,
+    /// Which host of a multi-host URL new connections try first.
+    hosts: Arc<connect::Hosts>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -209,7 +211,8 @@ impl PostgresStore {
         }
         // Each host within its own bound (see `connect`); the pool's bound on a new connection
         // covers them all, one after the other.
-        let connector = connect::PerHost { timeout: opts.connect_timeout };
+        let hosts = Arc::new(connect::Hosts::default());
+        let connector = connect::PerHost { timeout: opts.connect_timeout, hosts: hosts.clone() };
         let all_hosts = opts.connect_timeout * connect::host_count(&config) as u32 + Duration::from_secs(1);
         let manager =
             Manager::from_connect(config.clone(), connector, ManagerConfig { recycling_method: RecyclingMethod::Fast });
@@ -230,6 +233,7 @@ impl PostgresStore {
                 freshness: Default::default(),
                 store_timeout: opts.store_timeout,
                 connect_timeout: opts.connect_timeout,
+                hosts,
             }),
         };
         if opts.run_migrations {
@@ -277,6 +281,7 @@ impl PostgresStore {
             Ok(r) => r,
             Err(_) => {
                 self.inner.pool.retain(|_, _| false);
+                self.inner.hosts.suspect(&self.inner.config);
                 Err(StoreError::Unavailable(format!(
                     "the database did not answer within {:?}",
                     self.inner.store_timeout
@@ -613,7 +618,13 @@ impl Store for PostgresStore {
 
     fn subscribe_due_work(&self, wake: WakeFn) -> Subscription {
         let bounds = listen::Bounds { connect: self.inner.connect_timeout, answer: self.inner.store_timeout };
-        listen::subscribe(self.inner.config.clone(), bounds, listen::channel(&self.inner.schema), wake)
+        listen::subscribe(
+            self.inner.config.clone(),
+            bounds,
+            self.inner.hosts.clone(),
+            listen::channel(&self.inner.schema),
+            wake,
+        )
     }
 
     /// Half the pool, at most four: commits of separate transactions flush together, and the
@@ -730,7 +741,13 @@ impl Store for PostgresStore {
     /// wrote deliveries, whichever process wrote it.
     fn subscribe_deliveries(&self, wake: WakeFn) -> Subscription {
         let bounds = listen::Bounds { connect: self.inner.connect_timeout, answer: self.inner.store_timeout };
-        listen::subscribe(self.inner.config.clone(), bounds, webhooks::channel(&self.inner.schema), wake)
+        listen::subscribe(
+            self.inner.config.clone(),
+            bounds,
+            self.inner.hosts.clone(),
+            webhooks::channel(&self.inner.schema),
+            wake,
+        )
     }
 
     async fn replication(&self) -> Result<Option<Replication>> {

@@ -17,7 +17,9 @@
 //! that heard nothing for a while asks the server for an answer, and reconnects (host by host,
 //! finding a promoted standby) when none comes within the store's bound.
 
+use crate::connect::Hosts;
 use shiftboss_store::{Subscription, WakeFn};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -59,11 +61,17 @@ pub struct Bounds {
     pub answer: Duration,
 }
 
-pub fn subscribe(config: tokio_postgres::Config, bounds: Bounds, channel: String, wake: WakeFn) -> Subscription {
+pub fn subscribe(
+    config: tokio_postgres::Config,
+    bounds: Bounds,
+    hosts: Arc<Hosts>,
+    channel: String,
+    wake: WakeFn,
+) -> Subscription {
     let task = tokio::spawn(async move {
         let mut backoff = Duration::from_millis(50);
         loop {
-            if listen(&config, bounds, &channel, &wake).await {
+            if listen(&config, bounds, &hosts, &channel, &wake).await {
                 backoff = Duration::from_millis(50);
             }
             // While no connection listens, notifications are lost: look once, then reconnect.
@@ -76,8 +84,10 @@ pub fn subscribe(config: tokio_postgres::Config, bounds: Bounds, channel: String
 }
 
 /// Listens until the connection ends. True if it got as far as listening.
-async fn listen(config: &tokio_postgres::Config, bounds: Bounds, channel: &str, wake: &WakeFn) -> bool {
-    let Ok((client, mut connection)) = crate::connect::connect(config, bounds.connect).await else { return false };
+async fn listen(config: &tokio_postgres::Config, bounds: Bounds, hosts: &Hosts, channel: &str, wake: &WakeFn) -> bool {
+    let Ok((client, mut connection)) = crate::connect::connect(config, bounds.connect, hosts).await else {
+        return false;
+    };
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
     // The connection must be driven for LISTEN to run and for notifications to arrive.
     let _driver = AbortOnDrop(tokio::spawn(async move {
@@ -108,6 +118,7 @@ async fn listen(config: &tokio_postgres::Config, bounds: Bounds, channel: &str, 
             () = tokio::time::sleep(bounds.answer) => {
                 let asked = tokio::time::timeout(bounds.answer, client.simple_query("SELECT 1")).await;
                 if !matches!(asked, Ok(Ok(_))) {
+                    hosts.suspect(config);
                     tracing::warn!("the due-work channel's server did not answer; reconnecting");
                     return true;
                 }

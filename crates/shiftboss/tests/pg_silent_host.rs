@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 const STORE_TIMEOUT: Duration = Duration::from_secs(2);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// What the machine's load may add to a bound (the suite runs beside two other builds).
 const SLACK: Duration = Duration::from_secs(3);
 
@@ -50,12 +50,12 @@ async fn a_silent_first_host_is_given_up_and_the_second_used() {
     assert!(e.is_transient(), "a silent server is a store out of reach: {e}");
     assert!(waited < STORE_TIMEOUT + SLACK, "the call was given up after {waited:?}, not within {STORE_TIMEOUT:?}");
 
-    // The next call connects afresh: the silent host within its own bound, then the second one.
+    // The next call connects afresh, and tries the second host first: the silent one did not
+    // answer, and trying it first would cost every new connection its whole connect bound.
     let t = Instant::now();
     store.task_counts().await.expect("the second host answers");
     let waited = t.elapsed();
-    assert!(waited >= CONNECT_TIMEOUT, "the first host was skipped after {waited:?}, so the call cannot have tried it");
-    assert!(waited < CONNECT_TIMEOUT + SLACK, "the second host was reached after {waited:?}");
+    assert!(waited < CONNECT_TIMEOUT, "the second host was reached after {waited:?}: the silent one was tried first");
     // And calls go on at once: the silent host's connections left the pool with the first timeout.
     let t = Instant::now();
     for _ in 0..5 {
