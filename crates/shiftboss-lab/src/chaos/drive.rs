@@ -3,12 +3,13 @@
 
 use super::ChaosArgs;
 use super::faults::{Fault, Menu, Postgres};
+use super::replicas::{Outage, Replicas};
 use super::report::Injected;
 use super::submit::Submissions;
 use super::workers::{Death, Life, Recipe, Worker};
 use anyhow::Context;
 use shiftboss_store::Store;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What the fault loop works on.
@@ -18,6 +19,7 @@ pub struct Driving<'a> {
     pub menu: Menu,
     pub rng: &'a mut fastrand::Rng,
     pub pg: Option<Arc<Postgres>>,
+    pub replicas: Option<Arc<Mutex<Replicas>>>,
     pub store: &'a dyn Store,
     pub submitting: &'a tokio::task::JoinHandle<anyhow::Result<Submissions>>,
     pub injected: &'a mut Injected,
@@ -34,6 +36,7 @@ pub async fn drive(d: &mut Driving<'_>) -> anyhow::Result<Duration> {
     let mut next_fault = d.started + jittered(d.rng, d.args.fault_every);
     let mut faults_stopped: Option<Instant> = None;
     let mut last_restart_of_postgres: Option<Instant> = None;
+    let mut last_failover: Option<Instant> = None;
     let mut next_look = d.started;
     loop {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -52,7 +55,14 @@ pub async fn drive(d: &mut Driving<'_>) -> anyhow::Result<Duration> {
             if fault == Fault::RestartPostgres {
                 last_restart_of_postgres = Some(now);
             }
+            // Between failovers the workers get time to work on the promoted server.
+            if fault == Fault::Failover && last_failover.is_some_and(|t| t.elapsed() < FAILOVER_SPACING) {
+                fault = Fault::Kill;
+            }
             inject(d, fault).await?;
+            if fault == Fault::Failover {
+                last_failover = Some(Instant::now());
+            }
             next_fault = Instant::now() + jittered(d.rng, d.args.fault_every);
         }
         if now >= next_look {
@@ -76,6 +86,13 @@ pub async fn drive(d: &mut Driving<'_>) -> anyhow::Result<Duration> {
         }
     }
 }
+
+/// The least time from the end of one failover (its new standby streaming) to the next.
+const FAILOVER_SPACING: Duration = Duration::from_secs(5);
+
+/// The longest a failover waits for the first step completed after the promotion before the run
+/// fails: far past the store's bounds (a call given up after 10 s, a host's connect after 5 s).
+const FAILOVER_WAIT: Duration = Duration::from_secs(60);
 
 /// Between 0.5 and 1.5 times `mean`.
 fn jittered(rng: &mut fastrand::Rng, mean: Duration) -> Duration {
@@ -154,6 +171,17 @@ async fn inject(d: &mut Driving<'_>, fault: Fault) -> anyhow::Result<()> {
             eprintln!("shiftboss-lab chaos: restarting PostgreSQL");
             tokio::task::spawn_blocking(move || pg.restart()).await??;
             d.injected.postgres_restarts += 1;
+        }
+        Fault::Failover => {
+            let replicas = d.replicas.clone().context("a failover needs --failover's clusters")?;
+            let outage = if d.rng.bool() { Outage::Crash } else { Outage::Freeze };
+            eprintln!("shiftboss-lab chaos: failing over ({outage:?} primary)");
+            let f = tokio::task::spawn_blocking(move || {
+                replicas.lock().map_err(|_| anyhow::anyhow!("a failover panicked"))?.fail_over(outage, FAILOVER_WAIT)
+            })
+            .await??;
+            eprintln!("shiftboss-lab chaos: promoted; first step completed {:?} after", f.first_step);
+            d.injected.failovers.push(f);
         }
     }
     Ok(())

@@ -21,6 +21,9 @@ pub enum Fault {
     TerminateConnections,
     /// Restart the PostgreSQL server.
     RestartPostgres,
+    /// Crash or freeze the primary of the harness's own replicated PostgreSQL and promote its
+    /// synchronous standby (`--failover`).
+    Failover,
 }
 
 /// Which faults apply to this run.
@@ -28,6 +31,8 @@ pub enum Fault {
 pub struct Menu {
     pub postgres: bool,
     pub restart_postgres: bool,
+    /// The store is the harness's own primary and standby (`--failover`).
+    pub failover: bool,
     pub workers: usize,
 }
 
@@ -42,6 +47,9 @@ impl Menu {
             }
             if self.restart_postgres {
                 choices.push((Fault::RestartPostgres, 1));
+            }
+            if self.failover {
+                choices.push((Fault::Failover, 4));
             }
         }
         let total: u32 = choices.iter().map(|(_, w)| w).sum();
@@ -136,8 +144,8 @@ mod tests {
 
     #[test]
     fn the_menu_offers_postgres_faults_only_on_postgres() {
-        let sqlite = Menu { postgres: false, restart_postgres: false, workers: 1 };
-        let pg = Menu { postgres: true, restart_postgres: true, workers: 3 };
+        let sqlite = Menu { postgres: false, restart_postgres: false, failover: false, workers: 1 };
+        let pg = Menu { postgres: true, restart_postgres: true, failover: true, workers: 3 };
         let mut rng = fastrand::Rng::with_seed(7);
         let mut seen = std::collections::HashSet::new();
         for _ in 0..2000 {
@@ -145,6 +153,6 @@ mod tests {
             assert!(matches!(f, Fault::Kill | Fault::Pause), "{f:?} on SQLite");
             seen.insert(pg.pick(&mut rng));
         }
-        assert_eq!(seen.len(), 5, "every fault is picked on PostgreSQL: {seen:?}");
+        assert_eq!(seen.len(), 6, "every fault is picked on PostgreSQL: {seen:?}");
     }
 }

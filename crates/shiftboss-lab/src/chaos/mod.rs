@@ -12,6 +12,7 @@ mod drive;
 mod faults;
 mod notify;
 mod process_submit;
+mod replicas;
 mod report;
 mod run;
 mod setup;
@@ -53,6 +54,12 @@ pub struct ChaosArgs {
     /// Also restart the PostgreSQL server now and then (it disturbs anything else using it).
     #[arg(long)]
     restart_postgres: bool,
+    /// Run on a replicated PostgreSQL of the harness's own instead of `--db`: a primary and a
+    /// synchronous standby on spare loopback ports (initdb and pg_basebackup of the installed
+    /// server), the workers on a URL naming both. Now and then the primary is crashed (SIGKILL) or
+    /// frozen (SIGSTOP) and the standby promoted; the old primary is made the new standby.
+    #[arg(long, conflicts_with = "restart_postgres")]
+    failover: bool,
     /// The command that restarts PostgreSQL (run with `sh -c`).
     #[arg(long, default_value = RESTART_POSTGRES)]
     postgres_restart_command: String,

@@ -3,9 +3,14 @@
 use super::audit::Audit;
 use super::notify::NotifyFigures;
 use super::process_submit::ProcessFigures;
+use super::replicas::{Failover, Outage};
 use shiftboss_store::fault::FaultPoint;
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// The longest a failover may stall the work: the store's bounds on a silent primary (a call given
+/// up after 10 s, each host's connect after 5 s) and what a loaded machine adds.
+const FAILOVER_BOUND: Duration = Duration::from_secs(25);
 
 /// What the harness did and saw while faults ran.
 #[derive(Debug, Default)]
@@ -26,6 +31,8 @@ pub struct Injected {
     pub submit_retries: u64,
     /// The submitting processes killed mid-submit, and what became of their submissions.
     pub by_process: ProcessFigures,
+    /// `--failover`: each failover and the time from its promotion to the first step completed.
+    pub failovers: Vec<Failover>,
 }
 
 impl Injected {
@@ -94,6 +101,12 @@ impl Report {
             self.injected.unexpected_deaths.is_empty(),
             format!("unexpected deaths: {:?}", self.injected.unexpected_deaths),
         );
+        if let Some(slowest) = self.injected.failovers.iter().map(|f| f.first_step).max() {
+            check(
+                slowest <= FAILOVER_BOUND,
+                format!("a step completed only {slowest:?} after a promotion (bound {FAILOVER_BOUND:?})"),
+            );
+        }
         check(self.integrity.as_deref().is_none_or(|i| i == "ok"), format!("integrity_check: {:?}", self.integrity));
         check(self.unclean_stops.is_empty(), format!("workers that did not stop cleanly: {:?}", self.unclean_stops));
         let n = &self.notifications;
@@ -138,6 +151,18 @@ impl Report {
             "  killed submitters     {} of the submitting processes killed mid-submit ({} had committed); {} acknowledged by a process",
             p.killed, p.committed_before_kill, p.acknowledged
         );
+        if !i.failovers.is_empty() {
+            let mut times: Vec<Duration> = i.failovers.iter().map(|f| f.first_step).collect();
+            times.sort();
+            let crashed = i.failovers.iter().filter(|f| f.outage == Outage::Crash).count();
+            println!(
+                "  failovers             {} ({crashed} primaries crashed, {} frozen); promotion to first step completed p50 {:.2} s, max {:.2} s",
+                times.len(),
+                times.len() - crashed,
+                times[times.len() / 2].as_secs_f64(),
+                times[times.len() - 1].as_secs_f64()
+            );
+        }
         if let Some(t) = self.leader_term {
             println!("  leader term           {t} at the end (the lease changed hands {} times)", t.saturating_sub(1));
         }

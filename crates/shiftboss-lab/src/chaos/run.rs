@@ -83,11 +83,17 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
     for w in &mut workers {
         w.start(&recipe, None)?;
     }
-    let menu = Menu { postgres: s.pg.is_some(), restart_postgres: args.restart_postgres, workers: processes };
+    let menu = Menu {
+        postgres: s.pg.is_some(),
+        restart_postgres: args.restart_postgres,
+        failover: s.replicas.is_some(),
+        workers: processes,
+    };
     eprintln!(
-        "shiftboss-lab chaos: {} orders, {processes} worker(s){} on {}, seed {seed}, work directory {}",
+        "shiftboss-lab chaos: {} orders, {processes} worker(s){}{} on {}, seed {seed}, work directory {}",
         args.tasks,
         if recipe.faketime.is_some() { " with wall clocks 10 minutes ahead or behind" } else { "" },
+        if s.replicas.is_some() { ", failing over between a primary and its synchronous standby" } else { "" },
         s.target,
         workdir.display()
     );
@@ -104,6 +110,7 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
         menu,
         rng: &mut rng,
         pg: s.pg.clone(),
+        replicas: s.replicas.clone(),
         store: store.as_ref(),
         submitting: &submitting,
         injected: &mut injected,
@@ -179,6 +186,8 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
     report.print();
     let passed = report.failures().is_empty();
     drop(store);
+    // The harness's own clusters are stopped and removed whatever the result.
+    drop(s.replicas);
     if passed && !args.keep {
         if let (Some(pg), true) = (&s.pg, s.created_schema) {
             pg.drop_schema()?;

@@ -1,12 +1,14 @@
 //! Where a chaos run keeps its state: a new SQLite file, or a schema of its own on PostgreSQL with
-//! an application name that lets the harness terminate only its workers' connections.
+//! an application name that lets the harness terminate only its workers' connections; with
+//! `--failover`, that schema on a primary and standby of the harness's own.
 
 use super::ChaosArgs;
 use super::faults::Postgres;
+use super::replicas::Replicas;
 use anyhow::bail;
 use shiftboss::target::DbTarget;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Where the run keeps its state, and what it must clean up after a pass.
 pub struct Setup {
@@ -17,12 +19,23 @@ pub struct Setup {
     pub pg: Option<Arc<Postgres>>,
     /// The harness made the schema, so it drops it after a pass.
     pub created_schema: bool,
+    /// `--failover`: the clusters the store lives on (removed when dropped).
+    pub replicas: Option<Arc<Mutex<Replicas>>>,
 }
 
 pub fn setup(db_flag: Option<&str>, workdir: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Setup> {
-    let target = match db_flag {
-        None => DbTarget::Sqlite(workdir.join("chaos.db")),
-        Some(s) => DbTarget::parse(s)?,
+    let mut replicas = None;
+    let target = match (db_flag, args.failover) {
+        (Some(_), true) => bail!("--failover runs a PostgreSQL primary and standby of its own: leave out --db"),
+        (None, true) => {
+            let schema = format!("chaos_{}_{}", std::process::id(), seed % 1_000_000);
+            let r = Replicas::start(workdir, &schema)?;
+            let url = format!("{}&schema={schema}", r.url());
+            replicas = Some(Arc::new(Mutex::new(r)));
+            DbTarget::Postgres(url)
+        }
+        (None, false) => DbTarget::Sqlite(workdir.join("chaos.db")),
+        (Some(s), false) => DbTarget::parse(s)?,
     };
     match target {
         DbTarget::Sqlite(path) => {
@@ -33,7 +46,7 @@ pub fn setup(db_flag: Option<&str>, workdir: &Path, args: &ChaosArgs, seed: u64)
                 );
             }
             let worker_db = DbTarget::Sqlite(path.clone()).raw();
-            Ok(Setup { target: DbTarget::Sqlite(path), worker_db, pg: None, created_schema: false })
+            Ok(Setup { target: DbTarget::Sqlite(path), worker_db, pg: None, created_schema: false, replicas })
         }
         DbTarget::Postgres(url) => {
             let (base, query) = url.split_once('?').unwrap_or((url.as_str(), ""));
@@ -47,13 +60,17 @@ pub fn setup(db_flag: Option<&str>, workdir: &Path, args: &ChaosArgs, seed: u64)
             let app_name = format!("shiftboss_{schema}");
             let harness_url = format!("{base}?{}", params.join("&"));
             let worker_db = format!("{harness_url}&application_name={app_name}");
-            let pg = Postgres {
-                base_url: base.to_owned(),
-                schema,
-                app_name,
-                restart_command: args.postgres_restart_command.clone(),
-            };
-            Ok(Setup { target: DbTarget::Postgres(harness_url), worker_db, pg: Some(Arc::new(pg)), created_schema })
+            // psql takes the URL's own parameters (a multi-host URL's target_session_attrs), not ours.
+            let theirs: Vec<&str> = params.iter().map(String::as_str).filter(|p| !p.starts_with("schema=")).collect();
+            let base_url = if theirs.is_empty() { base.to_owned() } else { format!("{base}?{}", theirs.join("&")) };
+            let pg = Postgres { base_url, schema, app_name, restart_command: args.postgres_restart_command.clone() };
+            Ok(Setup {
+                target: DbTarget::Postgres(harness_url),
+                worker_db,
+                pg: Some(Arc::new(pg)),
+                created_schema,
+                replicas,
+            })
         }
     }
 }
