@@ -483,3 +483,102 @@ async fn one_failover(bin: &Path, fault: Fault) -> Outcome {
     drop(store);
     Outcome { first_step, lost }
 }
+
+/// The demo through a failover that loses commits, as a user meets one: `shiftboss demo` with a
+/// `serve` child on an asynchronous standby's primary, the standby cut off while the demo runs on,
+/// the primary crashed, the standby promoted. The demo rides out the outage, finds that the store
+/// lacks orders it acknowledged, submits them again under their keys, and ends with every order
+/// done and no effect applied twice (its services' ledger counts effects per order, whatever the
+/// key). Before, it waited for the lost orders for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_demo_rides_out_a_failover_that_lost_orders() {
+    let Some(bin) = pg_bin() else {
+        assert!(!under_ci(), "the failover test needs PostgreSQL's server binaries under CI");
+        eprintln!("SKIPPED: no /usr/lib/postgresql/*/bin/initdb");
+        return;
+    };
+    const DEMO_ORDERS: i64 = 1000;
+    let clusters = Clusters::start(bin, false);
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("{}&schema=demo", clusters.multi_url());
+    let demo = common::bin()
+        .args([
+            "--db",
+            &db,
+            "--store-wait",
+            "60s",
+            "--store-timeout",
+            STORE_TIMEOUT,
+            "--store-connect",
+            CONNECT_TIMEOUT,
+        ])
+        .args(["demo", "--orders", &DEMO_ORDERS.to_string(), "--schedulers", "2", "--no-faults", "--concurrency", "8"])
+        .current_dir(dir.path())
+        .stdout(std::fs::File::create(dir.path().join("stdout")).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut demo = KillOnDrop(demo);
+    let primary_url = clusters.url(clusters.primary_port);
+    let standby_url = clusters.url(clusters.standby_port);
+    // The standby is cut off while the demo still submits its orders, so that the promoted
+    // standby lacks orders the demo was told were submitted, and steps that ran.
+    wait_for("the demo's first orders", Duration::from_secs(120), || async {
+        query_i64(&primary_url, "SELECT count(*) FROM demo.tasks").await.unwrap_or(0) >= 20
+    })
+    .await;
+    let sender: Vec<i32> = cluster_pids(&clusters.primary())
+        .into_iter()
+        .filter(|p| std::fs::read_to_string(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.contains("walsender")))
+        .collect();
+    signal_all(&sender, "STOP");
+    let processed = "SELECT count(*) FROM demo.steps WHERE state = 'processed'";
+    let tasks_at_cut = query_i64(&primary_url, "SELECT count(*) FROM demo.tasks").await.unwrap();
+    wait_for("orders and steps the standby does not have", Duration::from_secs(60), || async {
+        query_i64(&primary_url, processed).await.unwrap_or(0) >= 60
+            && query_i64(&primary_url, "SELECT count(*) FROM demo.tasks").await.unwrap_or(0) >= tasks_at_cut + 20
+    })
+    .await;
+    let on_primary = query_i64(&primary_url, "SELECT count(*) FROM demo.tasks").await.unwrap();
+    signal_all(&cluster_pids(&clusters.primary()), "KILL");
+    clusters.pg_ctl(&clusters.standby(), "promote");
+    let on_standby = query_i64(&standby_url, "SELECT count(*) FROM demo.tasks").await.unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(status) = demo.0.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let stdout = std::fs::read_to_string(dir.path().join("stdout")).unwrap();
+    let stderr = std::fs::read_to_string(dir.path().join("stderr")).unwrap();
+    let status = status.unwrap_or_else(|| panic!("the demo did not end within 300 s:\n{stdout}\n{stderr}"));
+    assert!(status.success(), "the demo failed ({status}):\n{stdout}\n{stderr}");
+    eprintln!("the demo: {on_primary} orders on the primary at the crash, {on_standby} on the promoted standby");
+    assert!(on_standby < on_primary, "the promoted standby lacks orders ({on_standby} of {on_primary})");
+    assert!(
+        stderr.contains("submitted again under their keys"),
+        "the demo says it submitted the lost orders again:\n{stderr}"
+    );
+    assert!(stdout.contains("effects applied twice 0;"), "no effect applied twice:\n{stdout}");
+    assert!(
+        stdout.contains(&format!("orders                {DEMO_ORDERS} (")),
+        "every order is in the store:\n{stdout}"
+    );
+    let done = "SELECT count(*) FROM demo.tasks WHERE state IN ('completed', 'compensated', 'failed')";
+    assert_eq!(query_i64(&standby_url, done).await, Some(DEMO_ORDERS), "every order done");
+}
+
+/// A child process killed when the test ends, also when it fails.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -19,6 +19,7 @@ use shiftboss_engine::{Engine, EngineConfig, EngineError, HttpAgent, Outbound, O
 use shiftboss_store::{Store, SubmitTask};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Args)]
@@ -194,48 +195,78 @@ async fn submit_and_wait(
 ) -> anyhow::Result<()> {
     bar.enable_steady_tick(Duration::from_millis(120));
     bar.set_message("(submitting)");
-    let version = workflow::order_workflow().version;
+    // Progress is shown while orders are still being submitted: the engine already runs them.
+    let submitted = AtomicBool::new(false);
     let submitting = async {
-        for n in 1..=orders {
-            let (key, input) = workflow::order_input(n);
-            let task = SubmitTask {
-                notify: None,
-                key,
-                workflow: "order".into(),
-                version: Some(version),
-                input,
-                priority: 0,
-                actor: "demo".into(),
-            };
-            // Submitted again after a lost answer, the order finds its own task by its key.
-            waiter
-                .retry("submitting the orders", || async {
-                    match engine.submit(task.clone()).await {
-                        Err(EngineError::Store(e)) => Err(e),
-                        other => Ok(other),
-                    }
-                })
-                .await??;
-        }
+        submit_orders(engine, waiter, orders).await?;
+        submitted.store(true, Ordering::Relaxed);
         bar.set_message("");
         anyhow::Ok(())
     };
-    // Progress is shown while orders are still being submitted: the engine already runs them.
-    let watching = async {
-        let mut submitted = false;
-        loop {
-            let counts = store.task_counts().await?;
-            // Compensating orders are not done yet: their refunds are still running.
-            let live: u64 = counts.iter().filter(|(t, _)| !t.is_terminal()).map(|(_, n)| n).sum();
-            let total: u64 = counts.iter().map(|(_, n)| n).sum();
-            bar.set_position(total - live);
-            if submitted && live == 0 {
-                return anyhow::Ok(());
-            }
-            submitted = total >= u64::from(orders);
-            tokio::time::sleep(Duration::from_millis(100)).await;
+    let (_, mut total) = tokio::try_join!(submitting, watch(store, bar, &submitted))?;
+    // Every order the store has is done, but it has fewer than were acknowledged: the store failed
+    // over to a standby that had not received the last commits (asynchronous replication). The
+    // lost orders are submitted again under their keys (the others find their tasks), and their
+    // steps call the services with the idempotency keys they used before.
+    // (Orders archived to history count as there: their keys find them, and nothing is created.)
+    while total < u64::from(orders) {
+        let created = submit_orders(engine, waiter, orders).await?;
+        if created == 0 {
+            break;
         }
-    };
-    tokio::try_join!(submitting, watching)?;
+        eprintln!(
+            "shiftboss demo: {created} acknowledged orders were missing from the store (a failover to a standby \
+             that lacked the last commits?): submitted again under their keys"
+        );
+        total = watch(store, bar, &AtomicBool::new(true)).await?;
+    }
     Ok(())
+}
+
+/// Submits orders 1 to `orders`; an order submitted before finds its own task by its key.
+/// Returns how many tasks it created.
+async fn submit_orders(engine: &Engine, waiter: &Waiter, orders: u32) -> anyhow::Result<u32> {
+    let version = workflow::order_workflow().version;
+    let mut created = 0;
+    for n in 1..=orders {
+        let (key, input) = workflow::order_input(n);
+        let task = SubmitTask {
+            notify: None,
+            key,
+            workflow: "order".into(),
+            version: Some(version),
+            input,
+            priority: 0,
+            actor: "demo".into(),
+        };
+        // Submitted again after a lost answer, the order finds its own task by its key.
+        let submitted = waiter
+            .retry("submitting the orders", || async {
+                match engine.submit(task.clone()).await {
+                    Err(EngineError::Store(e)) => Err(e),
+                    other => Ok(other),
+                }
+            })
+            .await??;
+        created += u32::from(submitted.created);
+    }
+    Ok(created)
+}
+
+/// Shows progress until `submitted` is set and every task is terminal; returns how many tasks the
+/// store has then.
+async fn watch(store: &dyn Store, bar: &indicatif::ProgressBar, submitted: &AtomicBool) -> anyhow::Result<u64> {
+    loop {
+        // Read before the counts: a count taken after the last submission sees every order.
+        let done_submitting = submitted.load(Ordering::Relaxed);
+        let counts = store.task_counts().await?;
+        // Compensating orders are not done yet: their refunds are still running.
+        let live: u64 = counts.iter().filter(|(t, _)| !t.is_terminal()).map(|(_, n)| n).sum();
+        let total: u64 = counts.iter().map(|(_, n)| n).sum();
+        bar.set_position(total - live);
+        if done_submitting && live == 0 {
+            return Ok(total);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
