@@ -34,6 +34,9 @@ pub struct Problem {
     pub code: &'static str,
     /// What went wrong, for a person, naming the place in the request.
     pub detail: String,
+    /// The same as `detail`, under the name Conductor's error answers use: Conductor's SDKs show
+    /// `message` in the errors they raise (`/api` routes), and would show nothing without it.
+    pub message: String,
     /// The request's id (also in the `x-request-id` header): quote it when asking about a request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
@@ -80,6 +83,7 @@ impl ApiError {
             status: self.status.as_u16(),
             code: self.code,
             detail: self.detail.clone(),
+            message: self.detail.clone(),
             request_id,
         }
     }
