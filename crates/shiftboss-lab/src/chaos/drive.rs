@@ -55,8 +55,11 @@ pub async fn drive(d: &mut Driving<'_>) -> anyhow::Result<Duration> {
             if fault == Fault::RestartPostgres {
                 last_restart_of_postgres = Some(now);
             }
-            // Between failovers the workers get time to work on the promoted server.
-            if fault == Fault::Failover && last_failover.is_some_and(|t| t.elapsed() < FAILOVER_SPACING) {
+            // Between failovers the workers get time to work on the promoted server; and a
+            // failover is timed to the first step completed after it, so it needs work to do.
+            if fault == Fault::Failover
+                && (last_failover.is_some_and(|t| t.elapsed() < FAILOVER_SPACING) || !work_left(d.store).await)
+            {
                 fault = Fault::Kill;
             }
             inject(d, fault).await?;
@@ -176,15 +179,29 @@ async fn inject(d: &mut Driving<'_>, fault: Fault) -> anyhow::Result<()> {
             let replicas = d.replicas.clone().context("a failover needs --failover's clusters")?;
             let outage = if d.rng.bool() { Outage::Crash } else { Outage::Freeze };
             eprintln!("shiftboss-lab chaos: failing over ({outage:?} primary)");
-            let f = tokio::task::spawn_blocking(move || {
+            let mut failing_over = tokio::task::spawn_blocking(move || {
                 replicas.lock().map_err(|_| anyhow::anyhow!("a failover panicked"))?.fail_over(outage, FAILOVER_WAIT)
-            })
-            .await??;
+            });
+            // The workers are tended meanwhile: one that died at its armed point, was killed or
+            // paused just before, must come back to complete the first step after the promotion.
+            let f = loop {
+                tokio::select! {
+                    done = &mut failing_over => break done??,
+                    () = tokio::time::sleep(Duration::from_millis(50)) => tend(d, true)?,
+                }
+            };
             eprintln!("shiftboss-lab chaos: promoted; first step completed {:?} after", f.first_step);
             d.injected.failovers.push(f);
         }
     }
     Ok(())
+}
+
+/// Whether enough steps are due or running that some will still be, once a failover is through
+/// (a store out of reach counts as no).
+async fn work_left(store: &dyn Store) -> bool {
+    const ENOUGH: u64 = 100;
+    store.queue_stats().await.is_ok_and(|q| q.agents.iter().map(|a| a.due + a.processing).sum::<u64>() >= ENOUGH)
 }
 
 async fn all_terminal(store: &dyn Store) -> anyhow::Result<bool> {

@@ -104,7 +104,11 @@ impl Replicas {
                 break promoted.elapsed();
             }
             if promoted.elapsed() > wait {
-                bail!("no step completed within {wait:?} of the promotion");
+                let live = self.psql(
+                    new,
+                    &format!("SELECT count(*) FROM {}.steps WHERE state IN ('pending', 'processing')", self.schema),
+                )?;
+                bail!("no step completed within {wait:?} of the promotion ({live} steps pending or processing)");
             }
             std::thread::sleep(Duration::from_millis(20));
         };
