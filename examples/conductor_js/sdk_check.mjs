@@ -161,6 +161,10 @@ async function main() {
   check(first.status === "RUNNING" && first.tasks[0].status === "SCHEDULED" && first.tasks[0].referenceTaskName === "greet_ref",
     "a started workflow is RUNNING with its first task SCHEDULED");
 
+  const tasks = clients.getTaskClient();
+  const sizes = await tasks.getQueueSizeForTask(["greet", "shout"]);
+  check(sizes.greet === 5 && sizes.shout === 0, `the queue sizes count the waiting tasks: ${JSON.stringify(sizes)}`);
+
   const handler = new TaskHandler({
     client, scanForDecorated: false,
     workers: [
@@ -183,6 +187,12 @@ async function main() {
   } finally {
     await handler.stopWorkers();
   }
+
+  const polls = await tasks.getTaskPollData("greet");
+  check(polls.length > 0 && polls.every((p) => p.queueName === "greet" && p.workerId && p.lastPollTime > 0),
+    `the poll data names the workers that polled: ${JSON.stringify(polls)}`);
+  check(JSON.stringify(await tasks.getQueueSizeForTask(["greet"])) === JSON.stringify({ greet: 0 }),
+    "the greet queue is empty once its tasks are done");
 
   const found = await workflows.search(0, 100, `workflowType = ${GREETING} AND status = COMPLETED`, "*");
   const hits = new Map((found.results ?? []).map((r) => [r.workflowId, r]));

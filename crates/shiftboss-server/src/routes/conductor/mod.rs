@@ -8,6 +8,7 @@
 //! the mapping loses something.
 
 mod metadata;
+mod queues;
 mod tasks;
 mod token;
 pub mod wire;
@@ -25,6 +26,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(tasks::poll))
         .routes(routes!(tasks::batch_poll))
         .routes(routes!(tasks::update))
+        .routes(routes!(queues::sizes))
+        .routes(routes!(queues::poll_data))
         .routes(routes!(metadata::register_workflows, metadata::update_workflows, metadata::list_workflows))
         .routes(routes!(metadata::get_workflow))
         .routes(routes!(metadata::register_task_defs, metadata::update_task_def, metadata::list_task_defs))
