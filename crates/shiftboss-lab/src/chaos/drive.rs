@@ -172,24 +172,17 @@ async fn inject(d: &mut Driving<'_>, fault: Fault) -> anyhow::Result<()> {
         Fault::RestartPostgres => {
             let pg = d.pg.clone().context("restarting PostgreSQL needs PostgreSQL")?;
             eprintln!("shiftboss-lab chaos: restarting PostgreSQL");
-            tokio::task::spawn_blocking(move || pg.restart()).await??;
+            tended_while(d, tokio::task::spawn_blocking(move || pg.restart())).await?;
             d.injected.postgres_restarts += 1;
         }
         Fault::Failover => {
             let replicas = d.replicas.clone().context("a failover needs --failover's clusters")?;
             let outage = if d.rng.bool() { Outage::Crash } else { Outage::Freeze };
             eprintln!("shiftboss-lab chaos: failing over ({outage:?} primary)");
-            let mut failing_over = tokio::task::spawn_blocking(move || {
+            let failing_over = tokio::task::spawn_blocking(move || {
                 replicas.lock().map_err(|_| anyhow::anyhow!("a failover panicked"))?.fail_over(outage, FAILOVER_WAIT)
             });
-            // The workers are tended meanwhile: one that died at its armed point, was killed or
-            // paused just before, must come back to complete the first step after the promotion.
-            let f = loop {
-                tokio::select! {
-                    done = &mut failing_over => break done??,
-                    () = tokio::time::sleep(Duration::from_millis(50)) => tend(d, true)?,
-                }
-            };
+            let f = tended_while(d, failing_over).await?;
             eprintln!("shiftboss-lab chaos: promoted; first step completed {:?} after", f.first_step);
             d.injected.failovers.push(f);
         }
@@ -202,6 +195,21 @@ async fn inject(d: &mut Driving<'_>, fault: Fault) -> anyhow::Result<()> {
 async fn work_left(store: &dyn Store) -> bool {
     const ENOUGH: u64 = 100;
     store.queue_stats().await.is_ok_and(|q| q.agents.iter().map(|a| a.due + a.processing).sum::<u64>() >= ENOUGH)
+}
+
+/// Waits for a fault that takes a while (a server restarted, a failover) while tending the
+/// workers: one that died at its armed point, or was killed or paused just before, must come back
+/// to do the work the fault's end is measured by.
+async fn tended_while<T>(
+    d: &mut Driving<'_>,
+    mut job: tokio::task::JoinHandle<anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    loop {
+        tokio::select! {
+            done = &mut job => return done?,
+            () = tokio::time::sleep(Duration::from_millis(50)) => tend(d, true)?,
+        }
+    }
 }
 
 async fn all_terminal(store: &dyn Store) -> anyhow::Result<bool> {
