@@ -104,7 +104,7 @@ fn jittered(rng: &mut fastrand::Rng, mean: Duration) -> Duration {
 
 /// Notices deaths, resumes paused workers whose time is up, restarts dead ones (armed with an
 /// injected point while faults run).
-fn tend(d: &mut Driving<'_>, faults_on: bool) -> anyhow::Result<()> {
+pub fn tend(d: &mut Driving<'_>, faults_on: bool) -> anyhow::Result<()> {
     let now = Instant::now();
     for w in d.workers.iter_mut() {
         match w.life {

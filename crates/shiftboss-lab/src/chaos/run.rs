@@ -2,7 +2,7 @@
 
 use super::ChaosArgs;
 use super::audit::Audit;
-use super::drive::{Driving, drive};
+use super::drive::{Driving, drive, tend};
 use super::faults::Menu;
 use super::notify::{self, NotifyFigures, Receiver};
 use super::process_submit::ProcessSubmitter;
@@ -104,7 +104,7 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
     let submitter = ProcessSubmitter { exe: recipe.exe.clone(), db: s.worker_db.clone(), seed };
     let submitting = tokio::spawn(submit_all(store.clone(), args.tasks, submitters, def.version, deadline, submitter));
     let mut injected = Injected::default();
-    let faults_for = drive(&mut Driving {
+    let mut driving = Driving {
         workers: &mut workers,
         recipe: &recipe,
         menu,
@@ -116,14 +116,25 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
         injected: &mut injected,
         args: &args,
         started,
-    })
-    .await?;
+    };
+    let faults_for = drive(&mut driving).await?;
 
-    // The workers still run: the outbox drains (a worker the faults left dead is started again
-    // by the drive's last look).
+    // The workers still run: the outbox drains. They are tended meanwhile: a worker restarted
+    // while faults ran may still be armed, and die at its point now; started again (unarmed), it
+    // delivers what is left, where the drain would otherwise wait on a dead dispatcher.
     let mut notifications = NotifyFigures::default();
     let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(30));
-    notify::drain(store.as_ref(), left.min(Duration::from_secs(120)), &mut notifications).await;
+    {
+        let draining = notify::drain(store.as_ref(), left.min(Duration::from_secs(120)), &mut notifications);
+        tokio::pin!(draining);
+        loop {
+            tokio::select! {
+                () = &mut draining => break,
+                () = tokio::time::sleep(Duration::from_millis(50)) => tend(&mut driving, false)?,
+            }
+        }
+    }
+    drop(driving);
 
     let mut unclean_stops = Vec::new();
     for w in &mut workers {
