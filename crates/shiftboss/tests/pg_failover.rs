@@ -499,6 +499,12 @@ async fn the_demo_rides_out_a_failover_that_lost_orders() {
     };
     const DEMO_ORDERS: i64 = 1000;
     let clusters = Clusters::start(bin, false);
+    // The standby streams before the demo starts: the cut below stops its one WAL sender.
+    let streaming = Instant::now();
+    while wal_senders(&clusters).is_empty() {
+        assert!(streaming.elapsed() < Duration::from_secs(60), "the standby did not stream within 60 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let dir = tempfile::tempdir().unwrap();
     let db = format!("{}&schema=demo", clusters.multi_url());
     let demo = common::bin()
@@ -527,10 +533,8 @@ async fn the_demo_rides_out_a_failover_that_lost_orders() {
         query_i64(&primary_url, "SELECT count(*) FROM demo.tasks").await.unwrap_or(0) >= 20
     })
     .await;
-    let sender: Vec<i32> = cluster_pids(&clusters.primary())
-        .into_iter()
-        .filter(|p| std::fs::read_to_string(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.contains("walsender")))
-        .collect();
+    let sender = wal_senders(&clusters);
+    assert_eq!(sender.len(), 1, "the primary's WAL sender");
     signal_all(&sender, "STOP");
     let processed = "SELECT count(*) FROM demo.steps WHERE state = 'processed'";
     let tasks_at_cut = query_i64(&primary_url, "SELECT count(*) FROM demo.tasks").await.unwrap();
@@ -541,8 +545,9 @@ async fn the_demo_rides_out_a_failover_that_lost_orders() {
     .await;
     let on_primary = query_i64(&primary_url, "SELECT count(*) FROM demo.tasks").await.unwrap();
     signal_all(&cluster_pids(&clusters.primary()), "KILL");
-    clusters.pg_ctl(&clusters.standby(), "promote");
+    // Read before the promotion: once promoted, the standby takes the demo's next orders.
     let on_standby = query_i64(&standby_url, "SELECT count(*) FROM demo.tasks").await.unwrap();
+    clusters.pg_ctl(&clusters.standby(), "promote");
 
     let deadline = Instant::now() + Duration::from_secs(300);
     let status = loop {
@@ -558,7 +563,7 @@ async fn the_demo_rides_out_a_failover_that_lost_orders() {
     let stderr = std::fs::read_to_string(dir.path().join("stderr")).unwrap();
     let status = status.unwrap_or_else(|| panic!("the demo did not end within 300 s:\n{stdout}\n{stderr}"));
     assert!(status.success(), "the demo failed ({status}):\n{stdout}\n{stderr}");
-    eprintln!("the demo: {on_primary} orders on the primary at the crash, {on_standby} on the promoted standby");
+    eprintln!("the demo: {on_primary} orders on the primary just before the crash, {on_standby} on the standby");
     assert!(on_standby < on_primary, "the promoted standby lacks orders ({on_standby} of {on_primary})");
     assert!(
         stderr.contains("submitted again under their keys"),
@@ -581,4 +586,12 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// The primary's WAL sender processes (one per streaming standby).
+fn wal_senders(clusters: &Clusters) -> Vec<i32> {
+    cluster_pids(&clusters.primary())
+        .into_iter()
+        .filter(|p| std::fs::read_to_string(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.contains("walsender")))
+        .collect()
 }
