@@ -56,14 +56,17 @@ def drain(pg, jobs, mode, info):
         subprocess.check_call([SB, "--db", db, "migrate"], stdout=subprocess.DEVNULL)
         subprocess.check_call([LAB, "--db", db, "bench", "jobs", "--jobs", str(jobs), "--enqueue-only"],
                               stdout=subprocess.DEVNULL)
+        # No API (it would make its first admin token in the working directory): the roles only.
+        log = tempfile.NamedTemporaryFile("w+", suffix=".log")
         p = subprocess.Popen([SB, "--db", db, "--config", cfg.name, "serve", "--instance-id", "bench-agent",
-                              "--concurrency", "256", "--stop-when-stdin-closes"],
-                             stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                              "--listen", "off", "--concurrency", "256", "--stop-when-stdin-closes"],
+                             stdin=subprocess.PIPE, stderr=log)
         t0 = time.monotonic()
         live = f"SELECT count(*) FROM {schema}.steps WHERE state IN ('pending', 'processing')"
         while int(psql(pg, live)) > 0:
-            if time.monotonic() - t0 > 300:
-                raise TimeoutError("serve did not drain within 5 minutes")
+            if p.poll() is not None or time.monotonic() - t0 > 300:
+                log.seek(0)
+                raise RuntimeError(f"serve exited or did not drain within 5 minutes; its log ends:\n{log.read()[-2000:]}")
             time.sleep(0.1)
         took = time.monotonic() - t0
         p.stdin.close()
