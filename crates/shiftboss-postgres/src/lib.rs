@@ -273,6 +273,13 @@ impl PostgresStore {
     /// closed too: they lead to the same server, likely as silent (a frozen primary, a cut
     /// network), and each would hold its next caller for the whole bound again. The next call
     /// connects afresh, host by host, and so finds a promoted standby.
+    /// A LISTEN connection of its own on `channel`, within the store's bounds and trying the
+    /// hosts as the pool does.
+    fn listen(&self, channel: String, wake: WakeFn) -> Subscription {
+        let bounds = listen::Bounds { connect: self.inner.connect_timeout, answer: self.inner.store_timeout };
+        listen::subscribe(self.inner.config.clone(), bounds, self.inner.hosts.clone(), channel, wake)
+    }
+
     async fn bounded<T>(&self, call: impl Future<Output = Result<T>>) -> Result<T> {
         // A statement of its own, so that the call (and the connection it owns) is dropped, back
         // to the pool, before the pool is emptied below.
@@ -617,14 +624,7 @@ impl Store for PostgresStore {
     }
 
     fn subscribe_due_work(&self, wake: WakeFn) -> Subscription {
-        let bounds = listen::Bounds { connect: self.inner.connect_timeout, answer: self.inner.store_timeout };
-        listen::subscribe(
-            self.inner.config.clone(),
-            bounds,
-            self.inner.hosts.clone(),
-            listen::channel(&self.inner.schema),
-            wake,
-        )
+        self.listen(listen::channel(&self.inner.schema), wake)
     }
 
     /// Half the pool, at most four: commits of separate transactions flush together, and the
@@ -740,14 +740,7 @@ impl Store for PostgresStore {
     /// The outbox trigger rings the schema's outbox channel at the commit of a transaction that
     /// wrote deliveries, whichever process wrote it.
     fn subscribe_deliveries(&self, wake: WakeFn) -> Subscription {
-        let bounds = listen::Bounds { connect: self.inner.connect_timeout, answer: self.inner.store_timeout };
-        listen::subscribe(
-            self.inner.config.clone(),
-            bounds,
-            self.inner.hosts.clone(),
-            webhooks::channel(&self.inner.schema),
-            wake,
-        )
+        self.listen(webhooks::channel(&self.inner.schema), wake)
     }
 
     async fn replication(&self) -> Result<Option<Replication>> {
