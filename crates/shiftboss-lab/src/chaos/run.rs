@@ -35,7 +35,7 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
         .clone()
         .unwrap_or_else(|| std::env::temp_dir().join(format!("shiftboss-chaos-{}-{seed}", std::process::id())));
     std::fs::create_dir_all(&workdir).with_context(|| format!("creating {}", workdir.display()))?;
-    let s = setup(db_flag, &workdir, &args, seed)?;
+    let mut s = setup(db_flag, &workdir, &args, seed)?;
     let store = s.target.open(true).await?;
     let counts = store.task_counts().await?;
     if counts.iter().any(|(_, n)| *n > 0) {
@@ -198,7 +198,8 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
     let passed = report.failures().is_empty();
     drop(store);
     // The harness's own clusters are stopped and removed whatever the result.
-    drop(s.replicas);
+    let store_kept =
+        if s.replicas.take().is_some() { "(the clusters of --failover are removed)" } else { "and the store" };
     if passed && !args.keep {
         if let (Some(pg), true) = (&s.pg, s.created_schema) {
             pg.drop_schema()?;
@@ -206,7 +207,7 @@ pub async fn run(db_flag: Option<&str>, args: ChaosArgs) -> anyhow::Result<bool>
         std::fs::remove_dir_all(&workdir).with_context(|| format!("removing {}", workdir.display()))?;
     } else {
         eprintln!(
-            "shiftboss-lab chaos: kept the work directory {} (workers' logs, ledger) and the store",
+            "shiftboss-lab chaos: kept the work directory {} (workers' logs, ledger) {store_kept}",
             workdir.display()
         );
     }
