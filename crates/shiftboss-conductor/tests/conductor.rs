@@ -356,7 +356,8 @@ fn monthly_report_loops_three_times_then_waits_for_approval_and_prints() {
         [ChildTask {
             workflow: "print_and_mail".into(),
             version: Some(2),
-            input: json!({"reportId": "R1", "approvedBy": "ann"})
+            input: json!({"reportId": "R1", "approvedBy": "ann"}),
+            detached: false,
         }]
     );
     let end = r.end_control("print", json!({"mailed": true}));

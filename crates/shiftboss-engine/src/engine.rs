@@ -299,6 +299,11 @@ impl Engine {
                 // A remote worker checks its own config: nothing here knows what it takes.
                 continue;
             }
+            if shiftboss_core::workflow::step::is_dynamic(step.agent_name()) {
+                // Chosen when the step starts: an agent that no one serves leaves the step pending,
+                // where "why is this step not running?" says so.
+                continue;
+            }
             let problem = match self.inner.agents.get(step.agent_name()) {
                 None => Some(format!(
                     "unknown agent {:?} (this engine has: {}{})",

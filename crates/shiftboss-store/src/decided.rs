@@ -70,10 +70,12 @@ pub fn step_row(def: &WorkflowDef, n: &NewStep, task: &TaskRow, now: Timestamp) 
     let due_at = match (n.kind, n.wake_at) {
         (StepKind::Wait, Some(at)) => at.0,
         (StepKind::Wait, None) => i64::MAX,
+        (StepKind::Agent, _) => step.delay.map_or(now.0, |d| now.plus(d).0),
         _ => now.0,
     };
     Ok(StepRow {
-        agent: step.agent_name().to_owned(),
+        // An agent chosen at run time is the decider's; the definition holds its expression.
+        agent: n.agent.clone().unwrap_or_else(|| step.agent_name().to_owned()),
         due_at,
         priority: step.priority_in(task.priority),
         input: n.input.to_string(),
@@ -183,6 +185,7 @@ mod tests {
             wake_at: None,
             compensates: None,
             child: None,
+            agent: None,
         }
     }
 

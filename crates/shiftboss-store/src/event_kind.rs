@@ -37,6 +37,10 @@ pub const STEP_STARTED: &str = "step.started";
 pub const STEP_DECIDED: &str = "step.decided";
 /// A sub-workflow's child task was started.
 pub const CHILD_STARTED: &str = "child.started";
+/// A failed task's failure workflow started; the detail names its task.
+pub const FAILURE_WORKFLOW_STARTED: &str = "task.failure_workflow_started";
+/// A failed task's failure workflow could not start (not registered, chained too deep): an alert.
+pub const FAILURE_WORKFLOW_NOT_STARTED: &str = "task.failure_workflow_not_started";
 /// A wait ended by its time or by a signal.
 pub const WAIT_ENDED: &str = "wait.ended";
 /// An operator skipped a step.

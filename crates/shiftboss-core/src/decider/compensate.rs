@@ -63,6 +63,7 @@ impl Working<'_> {
                         wake_at: None,
                         compensates: Some(done),
                         child: None,
+                        agent: None,
                     }));
                     return TaskMove::Stay;
                 }

@@ -56,8 +56,14 @@ impl MemoryTask {
     pub fn decide(&mut self) -> Result<TaskMove, MemoryError> {
         let task = TaskView { id: 1, key: "memory", state: self.state, input: &self.input, now: self.now };
         let d = decide(&self.def, &task, &self.rows);
+        let started = self.children.len();
         for action in d.actions {
             self.write(action)?;
+        }
+        // A start_workflow step is done once its task has started, as a store writes it: the walk
+        // goes on past it in the next decide.
+        if self.children[started..].iter().any(|c| c.detached) && d.task == TaskMove::Stay {
+            return self.decide();
         }
         self.state = match &d.task {
             TaskMove::Stay => self.state,
@@ -79,7 +85,12 @@ impl MemoryTask {
                 if self.rows.iter().any(|r| r.name == n.name) {
                     return Err(MemoryError(format!("{} is created twice", n.name)));
                 }
+                let mut n = n;
                 if let Some(c) = n.child.clone() {
+                    if c.detached {
+                        n.state = StepState::Processed;
+                        n.output = Some(serde_json::json!({"task_id": self.children.len() + 2}));
+                    }
                     self.children.push(c);
                 }
                 if n.kind == StepKind::Wait && n.state == StepState::Processing {

@@ -82,8 +82,10 @@ pub struct NewStep {
     pub wake_at: Option<Timestamp>,
     /// For a compensation: the instance it undoes.
     pub compensates: Option<String>,
-    /// For a sub-workflow: the child task to start with the row.
+    /// For a sub-workflow or a start_workflow step: the task to start with the row.
     pub child: Option<ChildTask>,
+    /// For an agent step whose agent is chosen at run time: the agent chosen.
+    pub agent: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -94,6 +96,9 @@ pub struct ChildTask {
     pub version: Option<u32>,
     /// The child task's input.
     pub input: Value,
+    /// A start_workflow step's task: started and left to itself. The step is done once it has
+    /// started, and the task's end tells no one.
+    pub detached: bool,
 }
 
 /// One change to the task's step rows.
@@ -197,3 +202,5 @@ impl StepView {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vocabulary_tests;

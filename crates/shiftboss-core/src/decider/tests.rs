@@ -235,7 +235,10 @@ fn a_sub_workflow_starts_a_child_and_takes_its_output() {
     ]);
     let mut s = Sim::new(def, json!({"amount": 5}));
     assert_eq!(s.decide(), TaskMove::Stay);
-    assert_eq!(s.children, [ChildTask { workflow: "payment".into(), version: None, input: json!({"amount": 5}) }]);
+    assert_eq!(
+        s.children,
+        [ChildTask { workflow: "payment".into(), version: None, input: json!({"amount": 5}), detached: false }]
+    );
     assert_eq!(s.state_of("pay"), StepState::Processing);
     s.end_control("pay", json!({"receipt": "R1"}));
     assert_eq!(s.input_of("ship"), &json!("R1"));

@@ -10,9 +10,11 @@ use super::{Action, ChildTask, MAX_ACTIONS, NewStep, StepView, TaskMove, TaskVie
 use crate::expr::{Expr, Template};
 use crate::state::StepState;
 use crate::time::Timestamp;
+use crate::workflow::step::is_dynamic;
 use crate::workflow::validate::strip_template;
-use crate::workflow::{DEFAULT_MAX_ITERATIONS, EndStatus, StepDef, StepKind, WorkflowDef};
+use crate::workflow::{DEFAULT_MAX_ITERATIONS, EndStatus, StepDef, StepKind, WorkflowDef, check_name};
 use serde_json::{Value, json};
+use std::borrow::Cow;
 
 /// How a list of steps (or one step) stands.
 pub(super) enum Flow {
@@ -31,19 +33,32 @@ pub(super) enum Flow {
         step: String,
         status: EndStatus,
         output: Value,
+        /// Why, in the definition's words (its `reason`).
+        reason: Option<String>,
     },
 }
 
 pub(super) struct Working<'d> {
     pub def: &'d WorkflowDef,
     pub task: TaskView<'d>,
+    /// The task's input, with the workflow's input defaults filled in where it has none.
+    pub input: Cow<'d, Value>,
     pub rows: Vec<StepView>,
     actions: Vec<Action>,
 }
 
 impl<'d> Working<'d> {
     pub fn new(def: &'d WorkflowDef, task: &TaskView<'d>, steps: &[StepView]) -> Working<'d> {
-        Working { def, task: *task, rows: steps.to_vec(), actions: Vec::new() }
+        let input = match (&def.input_defaults, task.input) {
+            (Some(Value::Object(defaults)), Value::Object(given)) => {
+                let mut merged = defaults.clone();
+                merged.extend(given.iter().map(|(k, v)| (k.clone(), v.clone())));
+                Cow::Owned(Value::Object(merged))
+            }
+            (Some(defaults @ Value::Object(_)), Value::Null) => Cow::Owned(defaults.clone()),
+            _ => Cow::Borrowed(task.input),
+        };
+        Working { def, task: *task, input, rows: steps.to_vec(), actions: Vec::new() }
     }
 
     pub fn into_actions(self) -> Vec<Action> {
@@ -85,7 +100,7 @@ impl<'d> Working<'d> {
     }
 
     pub fn scope<'s>(&'s self, suffix: &'s str) -> StepScope<'s> {
-        StepScope { task: &self.task, steps: &self.rows, def: self.def, suffix }
+        StepScope { task: &self.task, input: &self.input, steps: &self.rows, def: self.def, suffix }
     }
 
     /// The running phase of the whole task.
@@ -93,6 +108,10 @@ impl<'d> Working<'d> {
         let def = self.def;
         match self.seq(&def.steps, "") {
             Flow::Waiting => TaskMove::Stay,
+            Flow::Done(_) if self.permissive_failure().is_some() => {
+                let (step, reason) = self.permissive_failure().expect("just seen");
+                self.failed(step, reason)
+            }
             Flow::Done(last) => {
                 let output = match &def.output {
                     None => Ok(last),
@@ -109,14 +128,29 @@ impl<'d> Working<'d> {
                 self.cancel_live();
                 TaskMove::Cancelled
             }
-            Flow::Ended { step, status, output } => {
+            Flow::Ended { step, status, output, reason } => {
                 self.cancel_live();
                 match status {
                     EndStatus::Completed => TaskMove::Complete { output },
-                    EndStatus::Failed => self.failed(step, format!("terminated as failed: {output}")),
+                    EndStatus::Failed => {
+                        let reason = reason.unwrap_or_else(|| format!("terminated as failed: {output}"));
+                        self.failed(step, reason)
+                    }
                 }
             }
         }
+    }
+
+    /// The first permissive step that failed for good: the task went on past it, and fails now
+    /// that nothing is left to run.
+    fn permissive_failure(&self) -> Option<(String, String)> {
+        self.rows.iter().find_map(|r| {
+            let permissive = r.state == StepState::Error
+                && r.compensates.is_none()
+                && self.def.find(super::base_name(&r.name)).is_some_and(|s| s.permissive);
+            permissive
+                .then(|| (r.name.clone(), r.last_error.clone().unwrap_or_else(|| "a permissive step failed".into())))
+        })
     }
 
     /// A failure for good: compensate when the policy says so and there is something to undo.
@@ -170,16 +204,22 @@ impl<'d> Working<'d> {
             (StepKind::Switch, StepState::Processed) => self.seq(case_branch(s, Some(&row)), suffix),
             (StepKind::Fork, StepState::Processing) => self.fork(s, suffix, &instance),
             (StepKind::DoWhile, StepState::Processing) => self.do_while(s, suffix, &instance, &row),
-            (StepKind::Terminate, StepState::Processed) => Flow::Ended {
-                step: instance,
-                status: s.status.unwrap_or_default(),
-                output: row.output.and_then(|o| o.get("output").cloned()).unwrap_or(Value::Null),
-            },
+            (StepKind::Terminate, StepState::Processed) => {
+                let recorded = row.output.unwrap_or(Value::Null);
+                Flow::Ended {
+                    step: instance,
+                    status: s.status.unwrap_or_default(),
+                    output: recorded.get("output").cloned().unwrap_or(Value::Null),
+                    reason: recorded.get("reason").and_then(Value::as_str).map(str::to_owned),
+                }
+            }
             (StepKind::DoWhile, StepState::Processed) => {
                 Flow::Done(row.output.and_then(|o| o.get("output").cloned()).unwrap_or(Value::Null))
             }
             (_, StepState::Processed) => Flow::Done(row.output.unwrap_or(Value::Null)),
             (_, StepState::Pending | StepState::Processing) => Flow::Waiting,
+            // An optional step's failure is passed over; a permissive one's too, until the end.
+            (_, StepState::Error) if s.optional || s.permissive => Flow::Done(Value::Null),
             (_, StepState::Error) => {
                 Flow::Failed { step: instance, reason: row.last_error.unwrap_or_else(|| "the step is in error".into()) }
             }
@@ -199,16 +239,25 @@ impl<'d> Working<'d> {
             wake_at: None,
             compensates: None,
             child: None,
+            agent: None,
         };
         let fail = |what: &str, e: String| Flow::Failed { step: instance.clone(), reason: format!("{what}: {e}") };
         match s.kind {
-            StepKind::Agent => match self.input_of(s, suffix) {
-                Ok(input) => {
-                    self.push(Action::Create(new(StepState::Pending, input, None)));
-                    Flow::Waiting
+            StepKind::Agent => {
+                let agent = match self.chosen_name(s.agent.as_deref(), suffix) {
+                    Ok(a) => a,
+                    Err(e) => return fail("agent", e),
+                };
+                match self.input_of(s, suffix) {
+                    Ok(input) => {
+                        let mut n = new(StepState::Pending, input, None);
+                        n.agent = agent;
+                        self.push(Action::Create(n));
+                        Flow::Waiting
+                    }
+                    Err(e) => fail("input", e),
                 }
-                Err(e) => fail("input", e),
-            },
+            }
             StepKind::Switch => {
                 let text = s.expression.as_deref().unwrap_or("null");
                 let value = match Expr::parse(strip_template(text)).and_then(|e| e.eval(&self.scope(suffix))) {
@@ -231,19 +280,42 @@ impl<'d> Working<'d> {
                 let row = self.row(&instance).cloned().expect("just created");
                 self.do_while(s, suffix, &instance, &row)
             }
-            StepKind::SubWorkflow => match self.input_of(s, suffix) {
-                Ok(input) => {
-                    let mut n = new(StepState::Processing, input.clone(), None);
-                    n.child = Some(ChildTask {
-                        workflow: s.workflow.clone().unwrap_or_default(),
-                        version: s.workflow_version,
-                        input,
-                    });
-                    self.push(Action::Create(n));
-                    Flow::Waiting
+            StepKind::SubWorkflow | StepKind::StartWorkflow => {
+                let workflow = match self.chosen_name(s.workflow.as_deref(), suffix) {
+                    Ok(w) => w.or_else(|| s.workflow.clone()).unwrap_or_default(),
+                    Err(e) => return fail("workflow", e),
+                };
+                match self.input_of(s, suffix) {
+                    Ok(input) => {
+                        let mut n = new(StepState::Processing, input.clone(), None);
+                        let detached = s.kind == StepKind::StartWorkflow;
+                        n.child = Some(ChildTask { workflow, version: s.workflow_version, input, detached });
+                        self.push(Action::Create(n));
+                        Flow::Waiting
+                    }
+                    Err(e) => fail("input", e),
                 }
-                Err(e) => fail("input", e),
-            },
+            }
+            StepKind::Set => {
+                let render = |t: &Option<Value>| match t {
+                    None => Ok(Value::Null),
+                    Some(t) => {
+                        Template::parse(t).and_then(|t| t.render(&self.scope(suffix))).map_err(|e| e.to_string())
+                    }
+                };
+                let variables = match render(&s.variables) {
+                    Ok(v) => v,
+                    Err(e) => return fail("variables", e),
+                };
+                let output = match render(&s.output) {
+                    Ok(Value::Null) => json!({}),
+                    Ok(o) => o,
+                    Err(e) => return fail("output", e),
+                };
+                // The variables set are the row's input: the scope reads them back from there.
+                self.push(Action::Create(new(StepState::Processed, variables, Some(output.clone()))));
+                Flow::Done(output)
+            }
             StepKind::Wait => {
                 let wake_at = if let Some(d) = s.duration {
                     Some(self.task.now.plus(d))
@@ -275,18 +347,42 @@ impl<'d> Working<'d> {
                     Ok(o) => o,
                     Err(e) => return fail("output", e),
                 };
+                let reason = match &s.reason {
+                    None => None,
+                    Some(r) => {
+                        match Template::parse(&Value::String(r.clone())).and_then(|t| t.render(&self.scope(suffix))) {
+                            Ok(Value::String(r)) => Some(r),
+                            Ok(Value::Null) => None,
+                            Ok(other) => Some(other.to_string()),
+                            Err(e) => return fail("reason", e.to_string()),
+                        }
+                    }
+                };
                 let status = s.status.unwrap_or_default();
-                let recorded = json!({"status": status, "output": output});
+                let recorded = json!({"status": status, "output": output, "reason": reason});
                 self.push(Action::Create(new(StepState::Processed, Value::Null, Some(recorded))));
-                Flow::Ended { step: instance, status, output }
+                Flow::Ended { step: instance, status, output, reason }
             }
         }
+    }
+
+    /// A name chosen at run time (an agent, a workflow): `None` when the definition names it
+    /// outright, else the expression's value, which must be a name.
+    fn chosen_name(&self, field: Option<&str>, suffix: &str) -> Result<Option<String>, String> {
+        let Some(text) = field.filter(|t| is_dynamic(t)) else { return Ok(None) };
+        let value =
+            Expr::parse(strip_template(text)).and_then(|e| e.eval(&self.scope(suffix))).map_err(|e| e.to_string())?;
+        let Value::String(name) = value else {
+            return Err(format!("{text} gave {value}, not a name"));
+        };
+        check_name("name", &name).map_err(|e| format!("{text} gave {name:?}: {}", e.problem))?;
+        Ok(Some(name))
     }
 
     /// The input of an agent step or a sub-workflow: its template rendered, else the task's input.
     pub fn input_of(&self, s: &StepDef, suffix: &str) -> Result<Value, String> {
         match &s.input {
-            None => Ok(self.task.input.clone()),
+            None => Ok(self.input.as_ref().clone()),
             Some(t) => Template::parse(t).and_then(|t| t.render(&self.scope(suffix))).map_err(|e| e.to_string()),
         }
     }

@@ -53,6 +53,16 @@ pub struct WorkflowDef {
     /// The task's output, a template over `task` and the steps; the last step's output when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<serde_json::Value>,
+    /// The task variables' values before any set step runs: a JSON object (`${task.variables.x}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variables: Option<serde_json::Value>,
+    /// Defaults of the task's input: an object whose keys fill what the submitted input lacks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_defaults: Option<serde_json::Value>,
+    /// A workflow started, in the same transaction, when a task of this one fails for good: its
+    /// input names the failed task, its reason and its input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<String>,
     /// The top-level steps, run in order.
     pub steps: Vec<StepDef>,
 }
@@ -112,6 +122,9 @@ impl WorkflowDef {
             compensate_on_failure: true,
             compensate_on_cancel: false,
             output: None,
+            variables: None,
+            input_defaults: None,
+            on_failure: None,
             steps,
         }
     }

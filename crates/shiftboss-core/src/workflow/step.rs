@@ -1,5 +1,6 @@
 //! One step of a definition: an agent call, or a control step (switch, fork, loop, sub-workflow,
-//! wait, terminate) that does no work itself and that the decider maps to the steps to run (C4).
+//! start of another workflow, wait, terminate, set) that does no work itself and that the decider
+//! maps to the steps to run (C4).
 //!
 //! The step is one flat record, as definitions are written by hand in JSON or YAML: `kind` says
 //! which fields apply, and validation refuses a field that does not belong to the kind, so that a
@@ -31,6 +32,11 @@ pub enum StepKind {
     Wait,
     /// Ends the task with a status and an output.
     Terminate,
+    /// Done as soon as it is reached: sets task variables and records an output, both templates.
+    Set,
+    /// Starts a task of another workflow and goes on at once (fire and forget); its output names
+    /// the started task.
+    StartWorkflow,
 }
 
 impl StepKind {
@@ -43,6 +49,8 @@ impl StepKind {
             StepKind::SubWorkflow => "sub_workflow",
             StepKind::Wait => "wait",
             StepKind::Terminate => "terminate",
+            StepKind::Set => "set",
+            StepKind::StartWorkflow => "start_workflow",
         }
     }
 
@@ -55,6 +63,8 @@ impl StepKind {
             StepKind::SubWorkflow,
             StepKind::Wait,
             StepKind::Terminate,
+            StepKind::Set,
+            StepKind::StartWorkflow,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)
@@ -110,7 +120,9 @@ pub struct StepDef {
     pub kind: StepKind,
 
     // --- agent steps ---
-    /// The agent that runs this step (an agent registered with the engine, such as "http").
+    /// The agent that runs this step (an agent registered with the engine, such as "http"), or
+    /// one `${expression}` whose value, when the step starts, names it (a step whose agent is
+    /// chosen at run time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
     /// What the agent needs besides the step's input (for the HTTP agent: method, url, headers).
@@ -146,6 +158,17 @@ pub struct StepDef {
     /// The agent step that undoes this one, run when the task is compensated (P7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compensate: Option<Box<StepDef>>,
+    /// How long after the step is reached its first attempt may be claimed.
+    #[serde(with = "serde_duration::option", default, skip_serializing_if = "Option::is_none")]
+    pub delay: Option<Duration>,
+    /// When the step fails for good (agent and sub-workflow steps), the task goes on as if it had
+    /// completed with no output; the row stays in Error, for people to see.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub optional: bool,
+    /// When the step fails for good, the task goes on with the steps after it, and fails once
+    /// nothing is left to run.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub permissive: bool,
 
     // --- switch ---
     /// The expression whose value picks the case (switch), e.g. `${check.output.verdict}`.
@@ -174,8 +197,9 @@ pub struct StepDef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_iterations: Option<u32>,
 
-    // --- sub_workflow ---
-    /// The workflow a sub_workflow step starts as a child task.
+    // --- sub_workflow, start_workflow ---
+    /// The workflow a sub_workflow step starts as a child task (or a start_workflow step starts on
+    /// its own), or one `${expression}` whose value names it when the step starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflow: Option<String>,
     /// The child's version; the newest registered when the child starts, if absent.
@@ -197,9 +221,19 @@ pub struct StepDef {
     /// How a terminate step ends the task (completed when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<EndStatus>,
-    /// The task's output: a template (terminate steps; also the workflow's own `output`).
+    /// The task's output: a template (terminate steps; also the workflow's own `output`). For a
+    /// set step, its own output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
+    /// Why a terminate step ends the task: a template of text, the failure's reason when it fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+
+    // --- set ---
+    /// The task variables a set step sets, an object template: `${task.variables.NAME}` reads
+    /// the latest value set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variables: Option<Value>,
 }
 
 fn is_agent(k: &StepKind) -> bool {
@@ -210,6 +244,14 @@ fn is_retry(k: &OnTimeout) -> bool {
 }
 fn is_zero(p: &i32) -> bool {
     *p == 0
+}
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// A name field (an agent, a workflow) that is one `${expression}` evaluated when the step starts.
+pub fn is_dynamic(name: &str) -> bool {
+    name.trim_start().starts_with("${")
 }
 
 /// The complete-by window of a step that names none.
@@ -316,9 +358,25 @@ impl StepDef {
         self
     }
 
-    /// The agent of an agent step; empty for control steps (they are never claimed).
+    /// The agent of an agent step; empty for control steps (they are never claimed). For an agent
+    /// chosen at run time, the expression that chooses it (the step row holds the agent chosen).
     pub fn agent_name(&self) -> &str {
         self.agent.as_deref().unwrap_or("")
+    }
+
+    /// A set step: records `output` and sets the task `variables` (both templates) when reached.
+    pub fn set(name: impl Into<String>, variables: Option<Value>, output: Option<Value>) -> StepDef {
+        StepDef { name: name.into(), kind: StepKind::Set, variables, output, ..StepDef::default() }
+    }
+
+    /// Starts a task of `workflow` and goes on at once.
+    pub fn start_workflow(name: impl Into<String>, workflow: impl Into<String>) -> StepDef {
+        StepDef {
+            name: name.into(),
+            kind: StepKind::StartWorkflow,
+            workflow: Some(workflow.into()),
+            ..StepDef::default()
+        }
     }
 
     /// The complete-by window of one claim.

@@ -206,7 +206,15 @@ fn misplaced_fields_are_refused_where_they_are() {
         ),
         (json!({"name": "w", "kind": "wait", "duration": "1s", "input": {}}), "steps[0].input"),
         (json!({"name": "e", "kind": "terminate", "max_iterations": 3}), "steps[0].max_iterations"),
-        (json!({"name": "w", "kind": "wait", "duration": "1s", "status": "failed"}), "steps[0].output"),
+        (json!({"name": "w", "kind": "wait", "duration": "1s", "status": "failed"}), "steps[0].status"),
+        (json!({"name": "s", "kind": "set", "status": "failed"}), "steps[0].status"),
+        (
+            json!({"name": "s", "kind": "switch", "expression": "1", "cases": {"1": []}, "delay": "1s"}),
+            "steps[0].delay",
+        ),
+        (json!({"name": "a", "agent": "x", "variables": {}}), "steps[0].variables"),
+        (json!({"name": "a", "agent": "x", "reason": "r"}), "steps[0].reason"),
+        (json!({"name": "t", "kind": "terminate", "permissive": true}), "steps[0].permissive"),
     ];
     for (step, path) in cases {
         let e = refused(json!([step]));

@@ -1,6 +1,7 @@
 //! Every rule a definition must satisfy before it is registered. Each error names the place in
 //! the definition (`steps[1].branches[0][2].timeout`) and what is wrong there.
 
+use super::step::is_dynamic;
 use super::{DefinitionError, MAX_DEPTH, MAX_STEP_TIMEOUT, MAX_STEPS, MAX_TASK_TIMEOUT, WorkflowDef, check_name, err};
 use super::{StepDef, StepKind};
 use crate::expr::{Expr, Template};
@@ -40,6 +41,14 @@ impl WorkflowDef {
         }
         if let Some(o) = &self.output {
             check_template("output", o)?;
+        }
+        for (field, v) in [("variables", &self.variables), ("input_defaults", &self.input_defaults)] {
+            if v.as_ref().is_some_and(|v| !v.is_object()) {
+                return Err(err(field, "must be a JSON object"));
+            }
+        }
+        if let Some(w) = &self.on_failure {
+            check_name("on_failure", w)?;
         }
         if self.steps.is_empty() {
             return Err(err("steps", "a workflow needs at least one step"));
@@ -116,9 +125,9 @@ impl<'a> Checker<'a> {
                 }
                 self.list(&f("body"), &s.body, depth + 1)?;
             }
-            StepKind::SubWorkflow => {
-                let w = s.workflow.as_deref().ok_or_else(|| err(f("workflow"), "a sub-workflow names its workflow"))?;
-                check_name(&f("workflow"), w)?;
+            StepKind::SubWorkflow | StepKind::StartWorkflow => {
+                let w = s.workflow.as_deref().ok_or_else(|| err(f("workflow"), "the step names its workflow"))?;
+                check_name_or_expr(&f("workflow"), w)?;
                 if s.workflow_version == Some(0) {
                     return Err(err(f("workflow_version"), "must be 1 or more"));
                 }
@@ -147,6 +156,20 @@ impl<'a> Checker<'a> {
                 if let Some(o) = &s.output {
                     check_template(&f("output"), o)?;
                 }
+                if let Some(r) = &s.reason {
+                    check_template(&f("reason"), &serde_json::Value::String(r.clone()))?;
+                }
+            }
+            StepKind::Set => {
+                if let Some(v) = &s.variables {
+                    if !v.is_object() {
+                        return Err(err(f("variables"), "must be an object of the variables to set"));
+                    }
+                    check_template(&f("variables"), v)?;
+                }
+                if let Some(o) = &s.output {
+                    check_template(&f("output"), o)?;
+                }
             }
         }
         Ok(())
@@ -155,7 +178,12 @@ impl<'a> Checker<'a> {
     fn agent(&mut self, at: &str, s: &'a StepDef) -> Result<(), DefinitionError> {
         let f = |field: &str| format!("{at}.{field}");
         let agent = s.agent.as_deref().ok_or_else(|| err(f("agent"), "an agent step names its agent"))?;
-        check_name(&f("agent"), agent)?;
+        check_name_or_expr(&f("agent"), agent)?;
+        if let Some(d) = s.delay
+            && d > MAX_TASK_TIMEOUT
+        {
+            return Err(err(f("delay"), "must be at most 366 days"));
+        }
         let timeout = s.timeout();
         if timeout.is_zero() || timeout > MAX_STEP_TIMEOUT {
             return Err(err(f("timeout"), "must be more than 0 and at most 7 days"));
@@ -200,12 +228,15 @@ impl<'a> Checker<'a> {
 
 /// The fields set on a step that its kind does not use.
 fn misplaced(s: &StepDef) -> Vec<&'static str> {
-    let set: [(&'static str, bool, &[StepKind]); 21] = {
+    let set: [(&'static str, bool, &[StepKind]); 27] = {
         use StepKind::*;
         [
             ("agent", s.agent.is_some(), &[Agent]),
             ("config", !s.config.is_null(), &[Agent]),
-            ("input", s.input.is_some(), &[Agent, SubWorkflow]),
+            ("input", s.input.is_some(), &[Agent, SubWorkflow, StartWorkflow]),
+            ("delay", s.delay.is_some(), &[Agent]),
+            ("optional", s.optional, &[Agent, SubWorkflow]),
+            ("permissive", s.permissive, &[Agent, SubWorkflow]),
             ("timeout", s.timeout.is_some(), &[Agent]),
             ("response_timeout", s.response_timeout.is_some(), &[Agent]),
             ("on_timeout", s.on_timeout != Default::default(), &[Agent]),
@@ -221,12 +252,27 @@ fn misplaced(s: &StepDef) -> Vec<&'static str> {
             ("condition", s.condition.is_some(), &[DoWhile]),
             ("body", !s.body.is_empty(), &[DoWhile]),
             ("max_iterations", s.max_iterations.is_some(), &[DoWhile]),
-            ("workflow", s.workflow.is_some() || s.workflow_version.is_some(), &[SubWorkflow]),
+            ("workflow", s.workflow.is_some() || s.workflow_version.is_some(), &[SubWorkflow, StartWorkflow]),
             ("duration", s.duration.is_some() || s.until.is_some() || s.signal.is_some(), &[Wait]),
-            ("output", s.output.is_some() || s.status.is_some(), &[Terminate]),
+            ("output", s.output.is_some(), &[Terminate, Set]),
+            ("status", s.status.is_some(), &[Terminate]),
+            ("reason", s.reason.is_some(), &[Terminate]),
+            ("variables", s.variables.is_some(), &[Set]),
         ]
     };
     set.into_iter().filter(|(_, present, kinds)| *present && !kinds.contains(&s.kind)).map(|(f, _, _)| f).collect()
+}
+
+/// A name, or one `${expression}` that gives the name when the step starts.
+fn check_name_or_expr(path: &str, text: &str) -> Result<(), DefinitionError> {
+    if !is_dynamic(text) {
+        return check_name(path, text);
+    }
+    let inner = strip_template(text);
+    if inner == text.trim() {
+        return Err(err(path, format!("{text:?} is neither a name nor one ${{expression}}")));
+    }
+    check_expr(path, inner)
 }
 
 fn check_expr(path: &str, text: &str) -> Result<(), DefinitionError> {
@@ -263,7 +309,7 @@ fn check_roots(def: &WorkflowDef, known: &HashSet<&str>) -> Result<(), Definitio
     }
     for s in def.all_steps() {
         let at = |field: &str| format!("step {:?}.{field}", s.name);
-        for (field, v) in [("input", &s.input), ("output", &s.output)] {
+        for (field, v) in [("input", &s.input), ("output", &s.output), ("variables", &s.variables)] {
             if let Some(v) = v
                 && let Ok(t) = Template::parse(v)
             {
@@ -275,6 +321,19 @@ fn check_roots(def: &WorkflowDef, known: &HashSet<&str>) -> Result<(), Definitio
                 && let Ok(x) = Expr::parse(strip_template(e))
             {
                 unknown(at(field), x.roots())?;
+            }
+        }
+        let dynamic = [("agent", &s.agent), ("workflow", &s.workflow)];
+        for (field, e) in dynamic.into_iter().filter_map(|(f, e)| Some((f, e.as_deref().filter(|e| is_dynamic(e))?))) {
+            if let Ok(x) = Expr::parse(strip_template(e)) {
+                unknown(at(field), x.roots())?;
+            }
+        }
+        for (field, text) in [("until", &s.until), ("reason", &s.reason)] {
+            if let Some(text) = text
+                && let Ok(t) = Template::parse(&serde_json::Value::String(text.clone()))
+            {
+                unknown(at(field), t.roots())?;
             }
         }
     }

@@ -1,6 +1,7 @@
 //! Sub-workflows and ends: a parent's step starts a child task, the child's end moves that step on,
-//! and a task ended from outside ends its children with it. All in the transaction that caused it;
-//! a store that locks tasks locks a parent before its child.
+//! and a task ended from outside ends its children with it. A start_workflow step's task is started
+//! the same way but left to itself: the step is done at once, and that task's end tells no one.
+//! All in the transaction that caused it; a store that locks tasks locks a parent before its child.
 
 use super::MAX_CHILD_DEPTH;
 use super::agenda::{Agenda, End};
@@ -36,6 +37,14 @@ pub(super) async fn start_child<T: WriteTx>(
         Ok(child_id) => {
             agenda.noted(child_id, TaskState::Running);
             agenda.decide(child_id);
+            if child.detached {
+                // Started is all a start_workflow step waits for: it is done, and its task goes on.
+                let output = json!({"task_id": child_id.0});
+                t.update_step(parent, step, StepState::Processed, Some(&output), None).await?;
+                let detail = json!({"step": step, "output": output});
+                t.event(parent, Some(step_id), ev::STEP_PROCESSED, EventLevel::Info, actor, detail).await?;
+                agenda.decide(parent);
+            }
             return Ok(());
         }
         Err(why) => why,
@@ -86,7 +95,8 @@ async fn child_start<T: WriteTx>(
         version,
         priority: task.priority,
         input: &child.input,
-        parent: Some((parent, step)),
+        // A started task is no child: its end moves nothing of the task that started it.
+        parent: (!child.detached).then_some((parent, step)),
         depth: task.depth + 1,
         deadline_at: def.timeout.map(|d| t.now().plus(d).0),
     };
@@ -96,7 +106,8 @@ async fn child_start<T: WriteTx>(
     };
     t.update_step(parent, step, StepState::Processing, Some(&child_ref(child_id)), None).await?;
     t.event(parent, Some(step_id), ev::CHILD_STARTED, EventLevel::Info, actor, child_ref(child_id)).await?;
-    let detail = json!({"key": key, "workflow": child.workflow, "version": version, "parent": parent.0});
+    let link = if child.detached { "started_by" } else { "parent" };
+    let detail = json!({"key": key, "workflow": child.workflow, "version": version, link: parent.0, "step": step});
     t.event(child_id, None, ev::TASK_RECEIVED, EventLevel::Info, actor, detail).await?;
     Ok(Ok(child_id))
 }

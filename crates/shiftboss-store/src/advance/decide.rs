@@ -4,6 +4,7 @@
 use super::MAX_ROUNDS;
 use super::agenda::{Agenda, End, Next};
 use super::children::{cancel_step, end_one, start_child, tell_parent};
+use super::failure::start_failure_workflow;
 use super::tx::{TaskRow, WriteTx};
 use crate::StoreError;
 use crate::decided;
@@ -154,7 +155,11 @@ pub(super) async fn move_task<T: WriteTx>(
     };
     t.set_task_state(task_id, state, output.as_ref()).await?;
     agenda.noted(task_id, state);
+    let why = (state == TaskState::Failed).then(|| detail.clone());
     t.event(task_id, None, kind, level, actor, detail).await?;
+    if let Some(why) = why {
+        start_failure_workflow(t, agenda, task_id, task, &why, actor).await?;
+    }
     if state.is_terminal() && task.is_child {
         tell_parent(t, agenda, task_id, state, output.as_ref(), actor).await?;
     }

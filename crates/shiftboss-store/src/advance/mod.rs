@@ -25,6 +25,7 @@ mod bulk;
 mod children;
 mod decide;
 mod expire;
+mod failure;
 mod operator;
 mod register;
 mod replies;

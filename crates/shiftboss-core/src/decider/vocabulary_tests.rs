@@ -1,0 +1,163 @@
+//! The step kinds and options that carry Conductor's wider vocabulary: set steps and task
+//! variables, optional and permissive steps, a terminate's reason, an agent and a workflow chosen
+//! at run time, start_workflow steps, input defaults.
+
+use super::memory::MemoryTask;
+use super::*;
+use crate::workflow::{EndStatus, StepDef, WorkflowDef};
+use serde_json::json;
+
+fn task(def: WorkflowDef, input: Value) -> MemoryTask {
+    def.validate().expect("the test's definition is valid");
+    MemoryTask::new(def, input, Timestamp(1_000_000))
+}
+
+#[test]
+fn set_steps_set_variables_that_later_steps_read_in_order() {
+    let mut def = WorkflowDef::new(
+        "vars",
+        1,
+        vec![
+            StepDef::set("first", Some(json!({"who": "${task.input.name}", "n": 1})), None),
+            StepDef::agent("greet", "mail")
+                .with_input(json!({"to": "${task.variables.who}", "n": "${task.variables.n}"})),
+            StepDef::set(
+                "second",
+                Some(json!({"n": "${task.variables.n + 1}"})),
+                Some(json!({"was": "${task.variables.n}"})),
+            ),
+            StepDef::agent("count", "mail")
+                .with_input(json!({"n": "${task.variables.n}", "kept": "${task.variables.start}"})),
+        ],
+    );
+    def.variables = Some(json!({"start": "yes", "n": 0}));
+    let mut t = task(def, json!({"name": "ann"}));
+    assert_eq!(t.decide().unwrap(), TaskMove::Stay);
+    assert_eq!(t.row("first").unwrap().state, StepState::Processed);
+    assert_eq!(t.row("greet").unwrap().input, json!({"to": "ann", "n": 1}));
+    t.finish("greet", json!({})).unwrap();
+    assert_eq!(t.row("second").unwrap().output, Some(json!({"was": 1})), "its output reads the value before it");
+    assert_eq!(t.row("count").unwrap().input, json!({"n": 2, "kept": "yes"}), "initial values stay until set");
+    let end = t.finish("count", json!({"sent": true})).unwrap();
+    assert_eq!(end, TaskMove::Complete { output: json!({"sent": true}) });
+}
+
+#[test]
+fn an_optional_step_that_fails_lets_the_task_go_on() {
+    let mut charge = StepDef::agent("charge", "pay");
+    charge.optional = true;
+    let def = WorkflowDef::new("opt", 1, vec![charge, StepDef::agent("ship", "post")]);
+    let mut t = task(def.clone(), json!({}));
+    t.decide().unwrap();
+    assert_eq!(t.fail("charge", "card refused").unwrap(), TaskMove::Stay);
+    assert_eq!(t.row("charge").unwrap().state, StepState::Error, "the row keeps the failure for people to see");
+    assert_eq!(t.pending(), ["ship"]);
+    assert_eq!(t.finish("ship", json!({"ok": 1})).unwrap(), TaskMove::Complete { output: json!({"ok": 1}) });
+
+    // Without the option the same failure fails the task.
+    let mut plain = def;
+    plain.steps[0].optional = false;
+    let mut t = task(plain, json!({}));
+    t.decide().unwrap();
+    assert!(matches!(t.fail("charge", "card refused").unwrap(), TaskMove::Fail { .. }));
+}
+
+#[test]
+fn a_permissive_step_that_fails_lets_the_rest_run_then_fails_the_task() {
+    let mut check = StepDef::agent("check", "audit");
+    check.permissive = true;
+    let def = WorkflowDef::new("perm", 1, vec![check, StepDef::agent("ship", "post")]);
+    let mut t = task(def, json!({}));
+    t.decide().unwrap();
+    assert_eq!(t.fail("check", "audit down").unwrap(), TaskMove::Stay);
+    assert_eq!(t.pending(), ["ship"], "the steps after it still run");
+    let end = t.finish("ship", json!({})).unwrap();
+    assert_eq!(end, TaskMove::Fail { step: "check".into(), reason: "audit down".into() });
+}
+
+#[test]
+fn a_terminate_gives_its_reason_as_the_failure() {
+    let mut stop = StepDef::terminate("stop", EndStatus::Failed, json!({"at": "${task.input.at}"}));
+    stop.reason = Some("order ${task.input.at} is blocked".into());
+    let def = WorkflowDef::new("term", 1, vec![stop]);
+    let mut t = task(def, json!({"at": "A1"}));
+    let end = t.decide().unwrap();
+    assert_eq!(end, TaskMove::Fail { step: "stop".into(), reason: "order A1 is blocked".into() });
+    assert_eq!(t.row("stop").unwrap().output.as_ref().unwrap()["reason"], json!("order A1 is blocked"));
+}
+
+#[test]
+fn an_agent_chosen_at_run_time_is_the_expression_s_value_and_must_be_a_name() {
+    let step = StepDef::agent("ship", "${task.input.carrier}");
+    let def = WorkflowDef::new("dyn", 1, vec![step]);
+    def.validate().unwrap();
+    let view = |input: &'static Value| TaskView {
+        id: 1,
+        key: "k",
+        state: crate::state::TaskState::Running,
+        input,
+        now: Timestamp(0),
+    };
+    static GOOD: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| json!({"carrier": "fedex"}));
+    let d = decide(&def, &view(&GOOD), &[]);
+    let Action::Create(n) = &d.actions[0] else { panic!("{d:?}") };
+    assert_eq!(n.agent.as_deref(), Some("fedex"));
+
+    static BAD: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| json!({"carrier": "no such/agent"}));
+    let d = decide(&def, &view(&BAD), &[]);
+    let TaskMove::Fail { reason, .. } = &d.task else { panic!("{d:?}") };
+    assert!(reason.starts_with("agent: ${task.input.carrier} gave \"no such/agent\""), "{reason}");
+
+    let unknown = WorkflowDef::new("dyn", 1, vec![StepDef::agent("ship", "${nobody.output.x}")]);
+    assert_eq!(unknown.validate().unwrap_err().path, "step \"ship\".agent");
+    let half = WorkflowDef::new("dyn", 1, vec![StepDef::agent("ship", "${task.input.a}-x")]);
+    assert_eq!(half.validate().unwrap_err().path, "steps[0].agent");
+}
+
+#[test]
+fn a_start_workflow_step_starts_its_task_and_goes_on_at_once() {
+    let start =
+        StepDef::start_workflow("notify", "${task.input.flow}").with_input(json!({"order": "${task.input.id}"}));
+    let def = WorkflowDef::new(
+        "fire",
+        1,
+        vec![start, StepDef::agent("after", "a").with_input(json!({"started": "${notify.output.task_id}"}))],
+    );
+    let mut t = task(def, json!({"flow": "emails", "id": 7}));
+    assert_eq!(t.decide().unwrap(), TaskMove::Stay);
+    assert_eq!(
+        t.children,
+        [ChildTask { workflow: "emails".into(), version: None, input: json!({"order": 7}), detached: true }]
+    );
+    assert_eq!(t.row("notify").unwrap().state, StepState::Processed);
+    assert_eq!(t.pending(), ["after"]);
+    assert_eq!(t.row("after").unwrap().input, json!({"started": 2}));
+}
+
+#[test]
+fn input_defaults_fill_what_the_input_lacks() {
+    let mut def = WorkflowDef::new("defaults", 1, vec![StepDef::agent("a", "x")]);
+    def.input_defaults = Some(json!({"currency": "EUR", "amount": 0}));
+    let mut t = task(def.clone(), json!({"amount": 5}));
+    t.decide().unwrap();
+    assert_eq!(t.row("a").unwrap().input, json!({"currency": "EUR", "amount": 5}));
+    let mut t = task(def, Value::Null);
+    t.decide().unwrap();
+    assert_eq!(t.row("a").unwrap().input, json!({"currency": "EUR", "amount": 0}));
+}
+
+#[test]
+fn the_new_fields_are_refused_where_they_do_not_belong() {
+    let mut wait = StepDef::wait_for_signal("w", "go");
+    wait.optional = true;
+    let e = WorkflowDef::new("x", 1, vec![wait]).validate().unwrap_err();
+    assert_eq!((e.path.as_str(), e.problem.as_str()), ("steps[0].optional", "a step of kind wait has no optional"));
+    let set = StepDef::set("s", Some(json!(["not", "an", "object"])), None);
+    assert_eq!(WorkflowDef::new("x", 1, vec![set]).validate().unwrap_err().path, "steps[0].variables");
+    let mut def = WorkflowDef::new("x", 1, vec![StepDef::agent("a", "x")]);
+    def.variables = Some(json!(3));
+    assert_eq!(def.validate().unwrap_err().path, "variables");
+    def.variables = None;
+    def.on_failure = Some("bad name".into());
+    assert_eq!(def.validate().unwrap_err().path, "on_failure");
+}
