@@ -29,6 +29,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (14, "0014_cursors", include_str!("migrations/0014_cursors.sql")),
     (15, "0015_outbox_lookups", include_str!("migrations/0015_outbox_lookups.sql")),
     (16, "0016_id_epochs", include_str!("migrations/0016_id_epochs.sql")),
+    (17, "0017_more_step_kinds", include_str!("migrations/0017_more_step_kinds.sql")),
 ];
 
 /// The schema version this build writes and reads.

@@ -16,7 +16,8 @@
 //!    and writes as one reply at a time would: the outcome is the same, only the cost differs.
 //!
 //! A top-level task has no parent to tell when it ends, and a decide without actions starts no
-//! child, so nothing here moves a task other than the reply's own.
+//! child (a failure that starts a failure workflow takes the full path), so nothing here moves a
+//! task other than the reply's own.
 
 use crate::rows::get;
 use crate::tx::Tx;
@@ -124,7 +125,10 @@ pub async fn record_set(
         let state = match decided::task_outcome(decision.task) {
             None => task.state,
             // A task starting to compensate has compensations to run: the full path starts them.
-            Some(o) if o.state == TaskState::Compensating => {
+            // So does a failure that starts a failure workflow.
+            Some(o)
+                if o.state == TaskState::Compensating || (o.state == TaskState::Failed && def.on_failure.is_some()) =>
+            {
                 advance.push((i, *task_id));
                 continue;
             }

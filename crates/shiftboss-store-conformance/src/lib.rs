@@ -129,6 +129,12 @@ macro_rules! conformance_suite {
                 terminate_ends_the_task_with_its_output,
                 a_reply_to_a_control_step_is_rejected,
             }
+            vocabulary {
+                a_start_workflow_step_starts_a_task_of_its_own_and_goes_on,
+                a_failure_workflow_starts_in_the_failing_transaction,
+                a_delayed_step_is_due_after_its_delay_and_a_chosen_agent_claims_it,
+                an_optional_step_fails_and_the_task_goes_on_with_its_variables,
+            }
             compensation {
                 a_failed_task_is_compensated_newest_first,
                 a_compensation_that_fails_for_good_fails_the_task_with_an_alert,

@@ -29,5 +29,6 @@ pub mod stream;
 pub mod submit;
 pub mod submit_batch;
 pub mod tokens;
+pub mod vocabulary;
 pub mod webhooks;
 pub mod workers;
