@@ -82,7 +82,12 @@ impl Importer {
                 [Seg::Name(f), rest @ ..] if f == "input" => {
                     Ok(render("task", &[&[Seg::Name("input".into())], rest].concat()))
                 }
+                [Seg::Name(f), rest @ ..] if f == "variables" => {
+                    Ok(render("task", &[&[Seg::Name("variables".into())], rest].concat()))
+                }
                 [Seg::Name(f)] if f == "workflowId" => Ok("task.id".into()),
+                [Seg::Name(f)] if f == "workflowType" => Ok("task.workflow".into()),
+                [Seg::Name(f)] if f == "version" => Ok("task.version".into()),
                 [Seg::Name(f), ..] if f == "correlationId" => Err(err(
                     path,
                     format!("`${{{}}}` has no shiftboss equivalent (the caller's key is `${{task.key}}`)", shown()),
@@ -90,7 +95,8 @@ impl Importer {
                 _ => Err(err(
                     path,
                     format!(
-                        "`${{{}}}` has no shiftboss equivalent: only workflow.input and workflow.workflowId map",
+                        "`${{{}}}` has no shiftboss equivalent: workflow.input, workflow.variables, \
+                         workflow.workflowId, workflow.workflowType and workflow.version map",
                         shown()
                     ),
                 )),
@@ -129,8 +135,16 @@ impl Importer {
             _ => return no("only the input and output of a task can be read"),
         };
         match (info.ty, first) {
-            (Type::Simple | Type::SubWorkflow | Type::Inline | Type::Lambda | Type::JqTransform, _)
-            | (Type::Wait, "output") => Ok(render(root, segs)),
+            (
+                Type::Simple | Type::SubWorkflow | Type::Inline | Type::Lambda | Type::JqTransform | Type::Dynamic,
+                _,
+            )
+            | (Type::SetVariable, _)
+            | (Type::Wait | Type::Human | Type::Noop | Type::ExclusiveJoin, "output") => Ok(render(root, segs)),
+            (Type::StartWorkflow, "output") => match rest {
+                [Seg::Name(w)] if w == "workflowId" => Ok(format!("{root}.output.task_id")),
+                _ => no("only output.workflowId of a START_WORKFLOW can be read"),
+            },
             // The HTTP agent answers an imported task in Conductor's shape.
             (Type::Http, "output") => match rest {
                 [Seg::Name(r), ..] if r == "response" => Ok(render(root, segs)),

@@ -53,6 +53,8 @@ const WF_READ: &[&str] = &[
     "timeoutPolicy",
     "outputParameters",
     "failureWorkflow",
+    "variables",
+    "inputTemplate",
 ];
 const WF_IGNORED: &[&str] = &[
     "ownerEmail",
@@ -70,8 +72,6 @@ const WF_NOTED: &[&str] = &[
     "restartable",
     "workflowStatusListenerEnabled",
     "workflowStatusListenerSink",
-    "variables",
-    "inputTemplate",
     "rateLimitConfig",
     "inputSchema",
     "outputSchema",
@@ -139,15 +139,6 @@ impl Importer {
             None => 1,
             Some(v) => u32::try_from(v).map_err(|_| err("version", "too large"))?,
         };
-        if let Some(f) = opt_str(m, "failureWorkflow", "")?
-            && !f.trim().is_empty()
-        {
-            return Err(err(
-                "failureWorkflow",
-                "a failure workflow is not supported: shiftboss runs the `compensate` steps of the completed steps \
-                 instead",
-            ));
-        }
         let tasks = match m.get("tasks") {
             Some(Value::Array(t)) if !t.is_empty() => t,
             Some(Value::Array(_)) => return Err(err("tasks", "a workflow needs at least one task")),
@@ -158,6 +149,18 @@ impl Importer {
         let steps = self.list(tasks, "tasks", "steps", &[])?;
         let mut def = WorkflowDef::new(name, version, steps);
         def.description = opt_str(m, "description", "")?.filter(|d| !d.is_empty()).map(str::to_owned);
+        if let Some(f) = opt_str(m, "failureWorkflow", "")?.map(str::trim).filter(|f| !f.is_empty()) {
+            check_name("failureWorkflow", f)?;
+            def.on_failure = Some(f.to_owned());
+        }
+        for (field, slot) in [("variables", &mut def.variables), ("inputTemplate", &mut def.input_defaults)] {
+            match m.get(field) {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(o)) if o.is_empty() => {}
+                Some(v @ Value::Object(_)) => *slot = Some(v.clone()),
+                Some(_) => return Err(err(field, "must be an object")),
+            }
+        }
         let timeout = opt_u64(m, "timeoutSeconds", "")?.unwrap_or(0);
         if timeout > 0 {
             let t = Duration::from_secs(timeout);

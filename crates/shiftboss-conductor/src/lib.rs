@@ -143,6 +143,7 @@ mod importer;
 mod javascript;
 mod relocate;
 mod scripts;
+mod system_tasks;
 mod task_def;
 mod task_type;
 mod tasks;

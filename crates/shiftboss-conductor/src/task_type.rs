@@ -24,6 +24,18 @@ pub(super) enum Type {
     Lambda,
     /// JSON_JQ_TRANSFORM: a jq filter run by the `jq` agent.
     JqTransform,
+    /// SET_VARIABLE: a set step.
+    SetVariable,
+    /// NOOP: a set step that sets nothing.
+    Noop,
+    /// HUMAN: a wait for a signal.
+    Human,
+    /// EXCLUSIVE_JOIN: a set step whose output is the joined task's.
+    ExclusiveJoin,
+    /// START_WORKFLOW: a start_workflow step.
+    StartWorkflow,
+    /// DYNAMIC: an agent step whose agent is chosen at run time.
+    Dynamic,
 }
 
 impl Type {
@@ -43,14 +55,16 @@ impl Type {
             "INLINE" => Type::Inline,
             "LAMBDA" => Type::Lambda,
             "JSON_JQ_TRANSFORM" => Type::JqTransform,
+            "SET_VARIABLE" => Type::SetVariable,
+            "NOOP" => Type::Noop,
+            "HUMAN" => Type::Human,
+            "EXCLUSIVE_JOIN" => Type::ExclusiveJoin,
+            "START_WORKFLOW" => Type::StartWorkflow,
+            "DYNAMIC" => Type::Dynamic,
             other => {
                 let hint = match other {
-                    "DYNAMIC" | "FORK_JOIN_DYNAMIC" => ": shiftboss definitions are static; list the steps",
+                    "FORK_JOIN_DYNAMIC" => ": list the branches in a FORK_JOIN, or loop over the items in a DO_WHILE",
                     "EVENT" | "KAFKA_PUBLISH" => ": publish from an agent",
-                    "HUMAN" => ": use a WAIT without duration (a wait for a signal)",
-                    "SET_VARIABLE" => ": shiftboss has no workflow variables; read step outputs instead",
-                    "START_WORKFLOW" => ": start the other workflow from an agent, or use SUB_WORKFLOW",
-                    "EXCLUSIVE_JOIN" => ": shiftboss's switch needs no join",
                     _ => "",
                 };
                 return Err(err(path, format!("the Conductor task type {other:?} is not supported{hint}")));
@@ -72,6 +86,12 @@ impl Type {
             Type::Inline => "INLINE",
             Type::Lambda => "LAMBDA",
             Type::JqTransform => "JSON_JQ_TRANSFORM",
+            Type::SetVariable => "SET_VARIABLE",
+            Type::Noop => "NOOP",
+            Type::Human => "HUMAN",
+            Type::ExclusiveJoin => "EXCLUSIVE_JOIN",
+            Type::StartWorkflow => "START_WORKFLOW",
+            Type::Dynamic => "DYNAMIC",
         }
     }
 }

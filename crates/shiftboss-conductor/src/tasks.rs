@@ -35,16 +35,16 @@ const TASK_TYPED: &[(&str, &[Type])] = &[
     ("decisionCases", &[Type::Switch]),
     ("defaultCase", &[Type::Switch]),
     ("forkTasks", &[Type::Fork]),
-    ("joinOn", &[Type::Join]),
+    ("joinOn", &[Type::Join, Type::ExclusiveJoin]),
     ("loopCondition", &[Type::DoWhile]),
     ("loopOver", &[Type::DoWhile]),
     ("subWorkflowParam", &[Type::SubWorkflow]),
     ("sink", &[]),
-    ("dynamicTaskNameParam", &[]),
+    ("dynamicTaskNameParam", &[Type::Dynamic]),
     ("dynamicForkTasksParam", &[]),
     ("dynamicForkTasksInputParamName", &[]),
     ("dynamicForkJoinTasksParam", &[]),
-    ("defaultExclusiveJoinTask", &[]),
+    ("defaultExclusiveJoinTask", &[Type::ExclusiveJoin]),
     ("scriptExpression", &[Type::Lambda]),
 ];
 
@@ -64,15 +64,6 @@ impl Importer {
                 None => self.note(format!("{at}.{k}"), "ignored: not a task field the importer knows"),
             }
         }
-        if opt_bool(t, "optional", at)? == Some(true) {
-            return Err(err(
-                format!("{at}.optional"),
-                "an optional task (the workflow goes on when it fails) has no shiftboss equivalent",
-            ));
-        }
-        if opt_u64(t, "startDelay", at)?.unwrap_or(0) > 0 {
-            return Err(err(format!("{at}.startDelay"), "not supported: put a WAIT with a duration before the task"));
-        }
         if opt_bool(t, "asyncComplete", at)? == Some(true) {
             if ty == Type::Simple {
                 self.note(format!("{at}.asyncComplete"), "ignored, as Conductor does for SIMPLE tasks");
@@ -83,9 +74,6 @@ impl Importer {
                 ));
             }
         }
-        if opt_bool(t, "permissive", at)? == Some(true) {
-            self.note(format!("{at}.permissive"), "ignored: a failed step fails the task in shiftboss");
-        }
         for (field, why) in [
             ("onStateChange", "shiftboss sends no state-change events"),
             ("cacheConfig", "shiftboss caches no results"),
@@ -94,7 +82,7 @@ impl Importer {
                 self.note(format!("{at}.{field}"), format!("ignored: {why}"));
             }
         }
-        if !matches!(ty, Type::Simple | Type::Http) {
+        if !matches!(ty, Type::Simple | Type::Http | Type::Dynamic) {
             for field in ["retryCount", "taskDefinition"] {
                 if t.get(field).is_some_and(|v| !is_empty(v)) {
                     self.note(format!("{at}.{field}"), format!("ignored: a {} task is no agent step", ty.name()));
@@ -128,14 +116,53 @@ impl Importer {
             Type::Inline => self.inline(t, at, loops)?,
             Type::Lambda => self.lambda(t, at, loops)?,
             Type::JqTransform => self.jq(t, at, loops)?,
+            Type::SetVariable => self.set_variable(t, at, loops)?,
+            Type::Noop => self.noop(t, at),
+            Type::Human => self.human(t, &name, at),
+            Type::ExclusiveJoin => self.exclusive_join(t, at, loops)?,
+            Type::StartWorkflow => self.start_workflow(t, at, loops)?,
+            Type::Dynamic => self.dynamic(t, at, loops)?,
             Type::Join => unreachable!("a JOIN is handled with its FORK_JOIN"),
         };
         step.name = name;
+        self.flags(&mut step, t, ty, at)?;
         Ok(step)
     }
 
+    /// `optional`, `permissive` and `startDelay`, on the steps that can take them.
+    fn flags(&mut self, step: &mut StepDef, t: &Map<String, Value>, ty: Type, at: &str) -> Result<(), DefinitionError> {
+        let fails_alone = matches!(step.kind, StepKind::Agent | StepKind::SubWorkflow);
+        for field in ["optional", "permissive"] {
+            if opt_bool(t, field, at)? != Some(true) {
+                continue;
+            }
+            if !fails_alone {
+                self.note(format!("{at}.{field}"), format!("ignored: a {} task does not fail on its own", ty.name()));
+            } else if field == "optional" {
+                step.optional = true;
+            } else {
+                step.permissive = true;
+            }
+        }
+        if step.optional && step.permissive {
+            self.note(format!("{at}.permissive"), "ignored: the task is optional, so its failure fails nothing");
+            step.permissive = false;
+        }
+        let delay = opt_u64(t, "startDelay", at)?.unwrap_or(0);
+        if delay > 0 {
+            if step.kind != StepKind::Agent {
+                self.note(format!("{at}.startDelay"), format!("ignored: a {} task is not scheduled", ty.name()));
+            } else if delay > MAX_TASK_TIMEOUT.as_secs() {
+                return Err(err(format!("{at}.startDelay"), "at most 366 days in shiftboss"));
+            } else {
+                step.delay = Some(std::time::Duration::from_secs(delay));
+            }
+        }
+        Ok(())
+    }
+
     /// The task's `inputParameters`, rewritten; an object (empty when absent).
-    fn input_parameters(
+    pub(super) fn input_parameters(
         &mut self,
         t: &Map<String, Value>,
         at: &str,
@@ -259,18 +286,19 @@ impl Importer {
             None | Some(Value::Null) => json!({}),
             Some(o) => self.template(o, &format!("{ppath}.workflowOutput"), loops)?,
         };
+        let mut step = StepDef::terminate("", status, output);
         for (k, v) in params {
             match k.as_str() {
                 "terminationStatus" | "workflowOutput" => {}
-                "terminationReason" if !is_empty(v) => self.note(
-                    format!("{ppath}.terminationReason"),
-                    "dropped: shiftboss records no termination reason (a FAILED terminate fails the task with \
-                     \"terminated as failed: <output>\")",
-                ),
+                "terminationReason" if !is_empty(v) => {
+                    let rpath = format!("{ppath}.terminationReason");
+                    let text = v.as_str().ok_or_else(|| err(&rpath, "must be text"))?;
+                    step.reason = Some(self.text(text, &rpath, loops)?);
+                }
                 _ if is_empty(v) => {}
                 _ => self.note(format!("{ppath}.{k}"), "dropped: a terminate step has no input"),
             }
         }
-        Ok(StepDef::terminate("", status, output))
+        Ok(step)
     }
 }

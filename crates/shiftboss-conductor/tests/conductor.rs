@@ -434,7 +434,7 @@ fn unsupported_task_types_are_refused_at_their_place() {
     let (path, problem) = refused("order_fulfillment.json", |v| wf(v)["tasks"][3]["type"] = json!("KAFKA_PUBLISH"));
     assert_eq!(path, "tasks[3].type");
     assert!(problem.contains("KAFKA_PUBLISH"), "{problem}");
-    for ty in ["EVENT", "DYNAMIC", "FORK_JOIN_DYNAMIC", "SET_VARIABLE"] {
+    for ty in ["EVENT", "FORK_JOIN_DYNAMIC"] {
         let (path, problem) = refused("image_pipeline.json", |v| v["tasks"][1]["forkTasks"][1][0]["type"] = json!(ty));
         assert_eq!(path, "tasks[1].forkTasks[1][0].type", "{ty}");
         assert!(problem.contains(ty), "{problem}");
@@ -582,12 +582,12 @@ fn switch_expressions_that_do_not_map_are_refused() {
 
 #[test]
 fn workflow_and_task_features_without_an_equivalent_are_refused() {
-    let (path, _) = refused("order_fulfillment.json", |v| wf(v)["failureWorkflow"] = json!("order_cleanup"));
-    assert_eq!(path, "failureWorkflow");
-    let (path, _) = refused("order_fulfillment.json", |v| wf(v)["tasks"][0]["optional"] = json!(true));
-    assert_eq!(path, "tasks[0].optional");
-    let (path, _) = refused("order_fulfillment.json", |v| wf(v)["tasks"][0]["startDelay"] = json!(30));
-    assert_eq!(path, "tasks[0].startDelay");
+    let (path, _) = refused("order_fulfillment.json", |v| wf(v)["failureWorkflow"] = json!("order cleanup"));
+    assert_eq!(path, "failureWorkflow", "a failure workflow's name must be a name");
+    let (path, _) = refused("order_fulfillment.json", |v| wf(v)["tasks"][0]["startDelay"] = json!(400 * 86_400));
+    assert_eq!(path, "tasks[0].startDelay", "longer than the longest wait");
+    let (path, _) = refused("order_fulfillment.json", |v| wf(v)["variables"] = json!([1]));
+    assert_eq!(path, "variables");
     let (path, _) = refused("order_fulfillment.json", |v| wf(v)["tasks"][1]["taskReferenceName"] = json!("charge it"));
     assert_eq!(path, "tasks[1].taskReferenceName");
     let (path, _) = refused("order_fulfillment.json", |v| wf(v)["tasks"][1]["taskReferenceName"] = json!("task"));
