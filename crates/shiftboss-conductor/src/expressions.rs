@@ -135,10 +135,7 @@ impl Importer {
             _ => return no("only the input and output of a task can be read"),
         };
         match (info.ty, first) {
-            (
-                Type::Simple | Type::SubWorkflow | Type::Inline | Type::Lambda | Type::JqTransform | Type::Dynamic,
-                _,
-            )
+            (Type::Simple | Type::SubWorkflow | Type::Inline | Type::Lambda | Type::JqTransform | Type::Dynamic, _)
             | (Type::SetVariable, _)
             | (Type::Wait | Type::Human | Type::Noop | Type::ExclusiveJoin, "output") => Ok(render(root, segs)),
             (Type::StartWorkflow, "output") => match rest {

@@ -135,9 +135,10 @@ impl Importer {
             return Err(err(format!("{at}.inputParameters.{param}"), "names no input parameter"));
         };
         let vpath = format!("{at}.inputParameters.{param}");
-        let chosen = params.get(param).and_then(Value::as_str).ok_or_else(|| {
-            err(&vpath, "the parameter dynamicTaskNameParam names must give the task type, as text")
-        })?;
+        let chosen = params
+            .get(param)
+            .and_then(Value::as_str)
+            .ok_or_else(|| err(&vpath, "the parameter dynamicTaskNameParam names must give the task type, as text"))?;
         let agent = self.name_or_expr(chosen, &vpath, loops)?;
         let mut step = StepDef::agent("", agent).with_input(self.input_parameters(t, at, loops)?);
         self.apply_task_def(&mut step, t, at, None, loops)?;

@@ -76,6 +76,21 @@ fn a_permissive_step_that_fails_lets_the_rest_run_then_fails_the_task() {
 }
 
 #[test]
+fn a_permissive_step_in_a_fork_fails_the_join_once_every_branch_has_ended() {
+    let mut check = StepDef::agent("check", "audit");
+    check.permissive = true;
+    let fork = StepDef::fork("both", vec![vec![check], vec![StepDef::agent("pack", "store")]]);
+    let def = WorkflowDef::new("perm_fork", 1, vec![fork, StepDef::agent("ship", "post")]);
+    let mut t = task(def, json!({}));
+    t.decide().unwrap();
+    assert_eq!(t.fail("check", "audit down").unwrap(), TaskMove::Stay, "the other branch goes on");
+    let end = t.finish("pack", json!({})).unwrap();
+    assert_eq!(end, TaskMove::Fail { step: "check".into(), reason: "audit down".into() });
+    assert_eq!(t.row("both").unwrap().state, StepState::Error);
+    assert!(t.row("ship").is_none(), "nothing after the join runs");
+}
+
+#[test]
 fn a_terminate_gives_its_reason_as_the_failure() {
     let mut stop = StepDef::terminate("stop", EndStatus::Failed, json!({"at": "${task.input.at}"}));
     stop.reason = Some("order ${task.input.at} is blocked".into());

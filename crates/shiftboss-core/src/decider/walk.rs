@@ -142,12 +142,18 @@ impl<'d> Working<'d> {
     }
 
     /// The first permissive step that failed for good: the task went on past it, and fails now
-    /// that nothing is left to run.
+    /// that nothing is left to run. (Optional wins over permissive: its failure fails nothing.)
     fn permissive_failure(&self) -> Option<(String, String)> {
+        self.permissive_failure_in(|_| true)
+    }
+
+    /// The same, among the rows `within` accepts.
+    fn permissive_failure_in(&self, within: impl Fn(&StepView) -> bool) -> Option<(String, String)> {
         self.rows.iter().find_map(|r| {
             let permissive = r.state == StepState::Error
                 && r.compensates.is_none()
-                && self.def.find(super::base_name(&r.name)).is_some_and(|s| s.permissive);
+                && within(r)
+                && self.def.find(super::base_name(&r.name)).is_some_and(|s| s.permissive && !s.optional);
             permissive
                 .then(|| (r.name.clone(), r.last_error.clone().unwrap_or_else(|| "a permissive step failed".into())))
         })
@@ -422,6 +428,19 @@ impl<'d> Working<'d> {
         }
         if waiting {
             return Flow::Waiting;
+        }
+        // Every branch has ended: a permissive step that failed in one fails the join now.
+        let mut inside = Vec::new();
+        s.branches.iter().flatten().for_each(|b| b.walk(&mut inside));
+        let failed = self.permissive_failure_in(|r| {
+            let at = super::suffix_of(&r.name);
+            let here = at == suffix || at.strip_prefix(suffix).is_some_and(|deeper| deeper.starts_with('#'));
+            here && inside.iter().any(|d| d.name == super::base_name(&r.name))
+        });
+        if let Some((step, reason)) = failed {
+            let error = Some(format!("branch step {step} failed"));
+            self.push(Action::Update { name: instance.to_owned(), state: StepState::Error, output: None, error });
+            return Flow::Failed { step, reason };
         }
         let output = Value::Array(outputs);
         self.push(Action::Update {

@@ -1,0 +1,111 @@
+//! Conductor's wider vocabulary, written in Conductor's JSON, imported and run end to end by an
+//! engine on a SQLite file, with in-process agents standing in for the SIMPLE workers: SET_VARIABLE
+//! and `${workflow.variables...}`, NOOP, a workflow's inputTemplate, optional and permissive tasks,
+//! EXCLUSIVE_JOIN, TERMINATE with its terminationReason, failureWorkflow, START_WORKFLOW, DYNAMIC,
+//! HUMAN and startDelay. Each ends in the state and output that Conductor documents. (The same
+//! paths on PostgreSQL: the store conformance cases in `vocabulary.rs`.)
+
+mod common;
+
+use common::{Harness, step};
+use serde_json::json;
+use shiftboss_core::{StepState, TaskId, TaskState};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn variables_noop_and_input_defaults_flow_as_in_conductor() {
+    let h = Harness::start("loyalty_points.json").await;
+    let d = h.run("m-1", json!({"memberId": "M1"})).await;
+    assert_eq!(d.task.state, TaskState::Completed, "{:#?}", d.steps);
+    assert_eq!(
+        h.input_of("credit"),
+        json!({"tier": "gold", "bonus": 50, "multiplier": 1, "flow": "loyalty_points v1"}),
+        "the variable set, the input's default, the workflow's name"
+    );
+    assert_eq!(d.task.output, Some(json!({"credited": 150, "tier": "gold"})));
+    assert_eq!(step(&d, "checkpoint").output, Some(json!({})), "a NOOP's output is empty");
+    let d = h.run("m-2", json!({"memberId": "M2", "multiplier": 3})).await;
+    assert_eq!(d.task.output, Some(json!({"credited": 350, "tier": "gold"})), "a given input beats the default");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_optional_task_fails_and_the_exclusive_join_gives_the_branch_that_ran() {
+    let h = Harness::start_all(&["payment_failed.json", "card_or_wallet.json"]).await;
+    for (method, payment) in [("card", "CARD-1"), ("wallet", "WAL-1")] {
+        let d = h.run(&format!("o-{method}"), json!({"order": "O1", "method": method, "coupon": "X"})).await;
+        assert_eq!(d.task.state, TaskState::Completed, "{method}: {:#?}", d.steps);
+        assert_eq!(d.task.output, Some(json!({"paymentId": payment})), "{method}");
+        let coupon = step(&d, "coupon");
+        assert_eq!(coupon.state, StepState::Error, "Conductor's COMPLETED_WITH_ERRORS");
+        assert_eq!(coupon.last_error.as_deref(), Some("coupon expired"));
+        assert_eq!(h.input_of("receipt"), json!({"payment": payment, "discount": null}), "{method}");
+    }
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminate_s_reason_fails_the_task_and_starts_its_failure_workflow() {
+    let h = Harness::start_all(&["payment_failed.json", "card_or_wallet.json"]).await;
+    let d = h.run("o-none", json!({"order": "O3", "method": "cash"})).await;
+    assert_eq!(d.task.state, TaskState::Failed);
+    let failed = d.events.iter().find(|e| e.kind == "task.failed").expect("the failure event");
+    assert_eq!(failed.detail["reason"], json!("no way to pay for O3"), "terminationReason");
+    let started = d.events.iter().find(|e| e.kind == "task.failure_workflow_started").expect("started");
+    let alert = TaskId(started.detail["task_id"].as_i64().unwrap());
+    let a = h.ended(alert).await;
+    assert_eq!((a.task.workflow.as_str(), a.task.state), ("payment_failed", TaskState::Completed));
+    assert_eq!(
+        h.input_of("alert"),
+        json!({"failed": d.task.id.0.to_string(), "why": "no way to pay for O3", "order": "O3"}),
+        "the failure workflow reads the failed workflow's id, reason and input"
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permissive_task_lets_the_next_run_then_fails_the_workflow() {
+    let h = Harness::start("nightly_sync.json").await;
+    let d = h.run("n-1", json!({})).await;
+    assert_eq!(d.task.state, TaskState::Failed, "{:#?}", d.steps);
+    assert_eq!(step(&d, "crm").state, StepState::Error);
+    assert_eq!(step(&d, "billing").state, StepState::Processed, "the task after it still ran");
+    let failed = d.events.iter().find(|e| e.kind == "task.failed").unwrap();
+    assert_eq!(failed.detail["step"], json!("crm"));
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_workflow_dynamic_and_human_run_as_in_conductor() {
+    let h = Harness::start_all(&["audit_trail.json", "order_fanout.json"]).await;
+    let id = h.submit("f-1", json!({"order": "O9", "carrier": "ship_domestic"})).await;
+    let d = h.until(id, "waiting for its approval", |d| d.steps.iter().any(|s| s.name == "approval")).await;
+    let audit = TaskId(step(&d, "audit").output.as_ref().unwrap()["task_id"].as_i64().unwrap());
+    let a = h.ended(audit).await;
+    assert_eq!((a.task.workflow.as_str(), a.task.state), ("audit_trail", TaskState::Completed), "it ran on its own");
+    assert_eq!(a.task.parent_task_id, None);
+    assert_eq!(h.input_of("ship"), json!({"carrierTask": "ship_domestic", "order": "O9"}), "the chosen task type ran");
+    assert_eq!(step(&d, "ship").agent, "ship_domestic");
+    assert_eq!(h.store.get_task(id).await.unwrap().unwrap().task.state, TaskState::Running, "a person must answer");
+
+    h.signal(id, "approval", json!({"by": "ann"})).await;
+    let d = h.ended(id).await;
+    assert_eq!(d.task.state, TaskState::Completed, "{:#?}", d.steps);
+    assert_eq!(d.task.output, Some(json!({"confirmed": true, "audit": audit.0})));
+    assert_eq!(h.input_of("confirm"), json!({"audit": audit.0, "approvedBy": "ann", "carrier": "usps"}));
+    let confirm = step(&d, "confirm");
+    let scheduled = d.events.iter().find(|e| e.kind == "step.scheduled" && e.step_id == Some(confirm.id)).unwrap();
+    let claimed = d.events.iter().find(|e| e.kind == "step.claimed" && e.step_id == Some(confirm.id)).unwrap();
+    assert!(
+        claimed.at.0 - scheduled.at.0 >= 1000,
+        "startDelay 1 s: claimed {} ms after",
+        claimed.at.0 - scheduled.at.0
+    );
+
+    // A task type that is not a name: the step cannot start, and the task fails saying why.
+    let id = h.submit("f-2", json!({"order": "O10", "carrier": "no/such task"})).await;
+    let d = h.ended(id).await;
+    assert_eq!(d.task.state, TaskState::Failed, "not a name: the task fails with why");
+    let why = d.events.iter().find(|e| e.kind == "task.failed").unwrap().detail["reason"].as_str().unwrap().to_owned();
+    assert!(why.contains("gave \"no/such task\""), "{why}");
+    h.stop().await;
+}
