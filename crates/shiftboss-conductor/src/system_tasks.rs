@@ -147,7 +147,7 @@ impl Importer {
     }
 
     /// A name given outright, or one `${...}` rewritten to ours.
-    fn name_or_expr(&mut self, text: &str, path: &str, loops: &[String]) -> Result<String, DefinitionError> {
+    pub(super) fn name_or_expr(&mut self, text: &str, path: &str, loops: &[String]) -> Result<String, DefinitionError> {
         if !text.contains("${") {
             check_name(path, text)?;
             return Ok(text.to_owned());

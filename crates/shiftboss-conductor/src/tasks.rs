@@ -199,9 +199,13 @@ impl Importer {
             ));
         }
         let name = opt_str(p, "name", &ppath)?.ok_or_else(|| err(format!("{ppath}.name"), "missing"))?;
-        check_name(&format!("{ppath}.name"), name)?;
+        // A name may come from an expression, chosen when the step starts (Conductor's dynamic
+        // sub-workflow); its version is then the newest registered, unless given outright.
+        let name = self.name_or_expr(name, &format!("{ppath}.name"), loops)?;
         let mut step = StepDef::sub_workflow("", name);
-        if let Some(v) = opt_u64(p, "version", &ppath)?
+        if p.get("version").and_then(Value::as_str).is_some_and(|v| v.contains("${")) {
+            self.note(format!("{ppath}.version"), "computed at run time: not supported, the newest version runs");
+        } else if let Some(v) = opt_u64(p, "version", &ppath)?
             && v > 0
         {
             step.workflow_version = Some(u32::try_from(v).map_err(|_| err(format!("{ppath}.version"), "too large"))?);
@@ -237,13 +241,15 @@ impl Importer {
                 let dpath = format!("{ppath}.duration");
                 let text = d.as_str().ok_or_else(|| err(&dpath, "must be text such as \"10s\" or \"2 minutes\""))?;
                 if text.contains("${") {
-                    return Err(err(dpath, "a duration computed at run time is not supported: use `until`"));
+                    step.duration_from = Some(self.text(text, &dpath, loops)?);
+                    self.note(dpath, "computed at run time: it must give words such as \"10s\" or milliseconds");
+                } else {
+                    let d = parse_duration(text).map_err(|e| err(&dpath, e))?;
+                    if d.is_zero() || d > MAX_TASK_TIMEOUT {
+                        return Err(err(dpath, "must be more than 0 and at most 366 days"));
+                    }
+                    step.duration = Some(d);
                 }
-                let d = parse_duration(text).map_err(|e| err(&dpath, e))?;
-                if d.is_zero() || d > MAX_TASK_TIMEOUT {
-                    return Err(err(dpath, "must be more than 0 and at most 366 days"));
-                }
-                step.duration = Some(d);
             }
             (None, Some(u)) => {
                 let upath = format!("{ppath}.until");

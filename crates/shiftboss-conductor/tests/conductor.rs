@@ -617,8 +617,8 @@ fn waits_that_do_not_map_are_refused() {
     let wait = |params: Value| move |v: &mut Value| v["tasks"][1]["loopOver"][0]["inputParameters"] = params;
     let (path, _) = refused("monthly_report.json", wait(json!({"duration": "10s", "until": "2030-01-01"})));
     assert_eq!(path, "tasks[1].loopOver[0].inputParameters");
-    let (path, _) = refused("monthly_report.json", wait(json!({"duration": "${workflow.input.pause}"})));
-    assert_eq!(path, "tasks[1].loopOver[0].inputParameters.duration");
+    let (path, _) = refused("monthly_report.json", wait(json!({"duration": "${workflow.pause}"})));
+    assert_eq!(path, "tasks[1].loopOver[0].inputParameters.duration", "a computed duration reads what maps");
     let (path, _) = refused("monthly_report.json", wait(json!({"duration": "a while"})));
     assert_eq!(path, "tasks[1].loopOver[0].inputParameters.duration");
     let (path, _) = refused("monthly_report.json", wait(json!({"until": "2030-01-01 09:00 PST"})));

@@ -51,6 +51,36 @@ pub fn duration_ms(d: Duration) -> i64 {
 }
 
 /// Serde for durations in definitions: a number of milliseconds, or a string such as "30s" or "1m 30s".
+/// A duration in words, as Conductor's WAIT writes it and a wait's `duration_from` may give it:
+/// `10s`, `2 minutes`, `1d 2h`, `1 days 30 mins` (days, hours, minutes, seconds).
+pub fn parse_duration_words(text: &str) -> Result<Duration, String> {
+    let bad = || format!("{text:?} is not a duration such as \"10s\", \"2 minutes\" or \"1d 2h\"");
+    let mut total: u64 = 0;
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        if digits == 0 {
+            return Err(bad());
+        }
+        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = rest[digits..].trim_start();
+        let letters = rest.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len());
+        let unit = match &rest[..letters] {
+            "d" | "day" | "days" => 86_400,
+            "h" | "hr" | "hrs" | "hour" | "hours" => 3_600,
+            "m" | "min" | "mins" | "minute" | "minutes" => 60,
+            "s" | "sec" | "secs" | "second" | "seconds" => 1,
+            _ => return Err(bad()),
+        };
+        total = n.checked_mul(unit).and_then(|s| total.checked_add(s)).ok_or_else(bad)?;
+        rest = rest[letters..].trim_start_matches([' ', ',']);
+    }
+    Ok(Duration::from_secs(total))
+}
+
 pub mod serde_duration {
     use serde::{Deserialize, Deserializer, Serializer, de::Error};
     use std::time::Duration;

@@ -176,3 +176,18 @@ fn the_new_fields_are_refused_where_they_do_not_belong() {
     def.on_failure = Some("bad name".into());
     assert_eq!(def.validate().unwrap_err().path, "on_failure");
 }
+
+#[test]
+fn a_wait_s_duration_from_is_read_when_it_starts() {
+    let mut wait = StepDef { name: "pause".into(), kind: crate::workflow::StepKind::Wait, ..StepDef::default() };
+    wait.duration_from = Some("${task.input.pause}".into());
+    let def = WorkflowDef::new("w", 1, vec![wait, StepDef::agent("after", "x")]);
+    for (pause, ms) in [(json!("2 minutes"), 120_000), (json!(1500), 1500)] {
+        let mut t = task(def.clone(), json!({"pause": pause}));
+        t.decide().unwrap();
+        assert_eq!(t.waits, [("pause".to_owned(), Some(Timestamp(1_000_000 + ms)))], "{pause}");
+    }
+    let mut t = task(def, json!({"pause": "a while"}));
+    let TaskMove::Fail { reason, .. } = t.decide().unwrap() else { panic!("a bad duration fails the task") };
+    assert!(reason.starts_with("duration_from: \"a while\" is not a duration"), "{reason}");
+}

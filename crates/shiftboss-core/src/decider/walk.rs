@@ -325,6 +325,11 @@ impl<'d> Working<'d> {
             StepKind::Wait => {
                 let wake_at = if let Some(d) = s.duration {
                     Some(self.task.now.plus(d))
+                } else if let Some(d) = &s.duration_from {
+                    match self.duration_from(d, suffix) {
+                        Ok(d) => Some(self.task.now.plus(d)),
+                        Err(e) => return fail("duration_from", e),
+                    }
                 } else if let Some(u) = &s.until {
                     match self.until(u, suffix) {
                         Ok(t) => Some(t),
@@ -391,6 +396,24 @@ impl<'d> Working<'d> {
             None => Ok(self.input.as_ref().clone()),
             Some(t) => Template::parse(t).and_then(|t| t.render(&self.scope(suffix))).map_err(|e| e.to_string()),
         }
+    }
+
+    fn duration_from(&self, text: &str, suffix: &str) -> Result<std::time::Duration, String> {
+        let v = Template::parse(&Value::String(text.to_owned()))
+            .and_then(|t| t.render(&self.scope(suffix)))
+            .map_err(|e| e.to_string())?;
+        let d = match &v {
+            Value::Number(n) => n
+                .as_u64()
+                .map(std::time::Duration::from_millis)
+                .ok_or_else(|| format!("{v} is not whole milliseconds"))?,
+            Value::String(s) => crate::time::parse_duration_words(s)?,
+            other => return Err(format!("{other} is neither a duration nor milliseconds")),
+        };
+        if d > crate::workflow::MAX_TASK_TIMEOUT {
+            return Err(format!("{v} is longer than 366 days"));
+        }
+        Ok(d)
     }
 
     fn until(&self, text: &str, suffix: &str) -> Result<Timestamp, String> {

@@ -210,6 +210,10 @@ pub struct StepDef {
     /// How long a wait step waits, from when it starts.
     #[serde(with = "serde_duration::option", default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<Duration>,
+    /// A template giving how long to wait, from when the wait starts: words such as `10s` or
+    /// `2 minutes`, or milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_from: Option<String>,
     /// A template giving the time to wait for: RFC 3339 text, or milliseconds since the epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<String>,

@@ -136,9 +136,12 @@ impl<'a> Checker<'a> {
                 }
             }
             StepKind::Wait => {
-                let set = [s.duration.is_some(), s.until.is_some(), s.signal.is_some()];
+                let set = [s.duration.is_some(), s.duration_from.is_some(), s.until.is_some(), s.signal.is_some()];
                 if set.iter().filter(|b| **b).count() != 1 {
-                    return Err(err(at, "a wait has exactly one of duration, until and signal"));
+                    return Err(err(at, "a wait has exactly one of duration, duration_from, until and signal"));
+                }
+                if let Some(d) = &s.duration_from {
+                    check_template(&f("duration_from"), &serde_json::Value::String(d.clone()))?;
                 }
                 if let Some(d) = s.duration
                     && (d.is_zero() || d > MAX_TASK_TIMEOUT)
@@ -253,7 +256,11 @@ fn misplaced(s: &StepDef) -> Vec<&'static str> {
             ("body", !s.body.is_empty(), &[DoWhile]),
             ("max_iterations", s.max_iterations.is_some(), &[DoWhile]),
             ("workflow", s.workflow.is_some() || s.workflow_version.is_some(), &[SubWorkflow, StartWorkflow]),
-            ("duration", s.duration.is_some() || s.until.is_some() || s.signal.is_some(), &[Wait]),
+            (
+                "duration",
+                s.duration.is_some() || s.duration_from.is_some() || s.until.is_some() || s.signal.is_some(),
+                &[Wait],
+            ),
             ("output", s.output.is_some(), &[Terminate, Set]),
             ("status", s.status.is_some(), &[Terminate]),
             ("reason", s.reason.is_some(), &[Terminate]),
@@ -329,7 +336,7 @@ fn check_roots(def: &WorkflowDef, known: &HashSet<&str>) -> Result<(), Definitio
                 unknown(at(field), x.roots())?;
             }
         }
-        for (field, text) in [("until", &s.until), ("reason", &s.reason)] {
+        for (field, text) in [("until", &s.until), ("duration_from", &s.duration_from), ("reason", &s.reason)] {
             if let Some(text) = text
                 && let Ok(t) = Template::parse(&serde_json::Value::String(text.clone()))
             {
