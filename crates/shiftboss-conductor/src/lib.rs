@@ -28,7 +28,10 @@
 //! Workflow: `name`, `version` (1 when absent), `description`, `tasks`, `timeoutSeconds` (the
 //! task's `timeout`; 0 means none), `outputParameters` (the `output` template; absent or empty: the
 //! last step's output, as in Conductor), `timeoutPolicy` (TIME_OUT_WF; ALERT_ONLY drops the timeout
-//! with a note, as shiftboss always fails a task past its timeout).
+//! with a note, as shiftboss always fails a task past its timeout), `failureWorkflow` →
+//! `on_failure` (started in the failing transaction; its input carries `workflowId`, `reason`,
+//! `failureStatus` and `failedWorkflow.input`), `variables` (the initial task variables),
+//! `inputTemplate` → `input_defaults`.
 //!
 //! Task types, each task's `taskReferenceName` becoming the step's name:
 //! - SIMPLE: an agent step whose agent is the task's `name` (the Conductor task type is the agent).
@@ -60,10 +63,24 @@
 //! - WAIT: `duration` (`"10s"`, `"2 minutes"`, `"1d 2h"`), `until` (`"2024-12-25 09:00 UTC"`,
 //!   `"2024-12-25"`, RFC 3339, or a `${...}` giving RFC 3339 or epoch milliseconds), or neither: a
 //!   wait for the signal named after the task reference name.
-//! - TERMINATE: `terminationStatus` COMPLETED or FAILED, `workflowOutput` → output;
-//!   `terminationReason` is dropped with a note.
+//!   A `duration` computed by `${...}` becomes `duration_from` (words or milliseconds at run time).
+//! - TERMINATE: `terminationStatus` COMPLETED or FAILED, `workflowOutput` → output,
+//!   `terminationReason` → `reason` (a FAILED terminate's failure reason).
+//! - SET_VARIABLE: a `set` step whose `variables` are the input parameters; NOOP: a `set` step that
+//!   sets nothing (output `{}`).
+//! - HUMAN: a wait for the signal named after the task reference name (the signal's payload is its
+//!   output).
+//! - EXCLUSIVE_JOIN: a `set` step whose output is the output of the first of `joinOn` (then
+//!   `defaultExclusiveJoinTask`) that ran.
+//! - START_WORKFLOW: a `start_workflow` step (`startWorkflow.name` outright or one `${...}`,
+//!   `version`, `input`); its `output.workflowId` reads as `output.task_id`.
+//! - DYNAMIC: an agent step whose agent is `${...}` of the parameter `dynamicTaskNameParam` names,
+//!   chosen when the step starts (SIMPLE task types only).
+//! - SUB_WORKFLOW's `subWorkflowParam.name` may be one `${...}` (its newest version runs).
 //!
 //! Expressions in input parameters: `${workflow.input...}` → `${task.input...}`,
+//! `${workflow.variables...}` → `${task.variables...}`, `${workflow.workflowType}` →
+//! `${task.workflow}`, `${workflow.version}` → `${task.version}`,
 //! `${workflow.workflowId}` → `${task.id}` (a number in shiftboss), `${ref.output...}` and
 //! `${ref.input...}` as they are (an HTTP task's output only under `response`); a SWITCH's
 //! `${ref.output.evaluationResult[0]}` is `${ref.output.value}`; a DO_WHILE's
@@ -80,8 +97,10 @@
 //! loop's input parameters, `<loop>: {iteration}` and each body task's output by reference name).
 //! Each gets a note. `docs/conductor-scripts.md` says where this differs from Conductor.
 //!
-//! Per task: `optional: true` and `startDelay > 0` are refused (no honest equivalent);
-//! `asyncComplete: true` is refused except on SIMPLE tasks, where Conductor ignores it. A task's own
+//! Per task: `optional` and `permissive` on tasks that fail on their own (agent steps and
+//! sub-workflows; ignored with a note elsewhere; optional wins when both are set); `startDelay` →
+//! `delay` on agent steps; `asyncComplete: true` is refused except on SIMPLE tasks, where
+//! Conductor ignores it. A task's own
 //! `retryCount` overrides its TaskDef's, and an inline `taskDefinition` comes before the TaskDefs
 //! given. Fields that belong to another task type are ignored with a note when they are not empty
 //! (Conductor's exports carry them all); fields the importer does not know are ignored with a note;
@@ -111,26 +130,24 @@
 //!
 //! # What is refused
 //!
-//! `failureWorkflow` (unless empty: shiftboss compensates completed steps instead); task types
-//! other than those above (EVENT, DYNAMIC, FORK_JOIN_DYNAMIC, KAFKA_PUBLISH, SET_VARIABLE, HUMAN,
-//! EXCLUSIVE_JOIN, START_WORKFLOW, ...) with the path
+//! Task types other than those above (EVENT, FORK_JOIN_DYNAMIC, KAFKA_PUBLISH, ...) with the path
 //! `tasks[i].type`; a JOIN that joins only some branches; a JOIN not right after its FORK_JOIN;
-//! TERMINATED as a termination status; an inline sub-workflow definition; a dynamic WAIT duration;
-//! DO_WHILE over `items`; a `taskReferenceName` that is not one of our names (1 to 100 of
+//! TERMINATED as a termination status; an inline sub-workflow definition; DO_WHILE over `items`; a `taskReferenceName` that is not one of our names (1 to 100 of
 //! `A-Z a-z 0-9 - _ . :`), is `task` (our expressions' root for the task), or that an expression
 //! reads although it is not an expression name (letters, digits, `_`).
 //!
 //! Workflow fields ignored knowingly: `ownerEmail`, `schemaVersion` (read as 2), `inputParameters`
 //! (documentation of the input), `createTime`, `updateTime`, `createdBy`, `updatedBy`, `ownerApp`,
 //! `accessPolicy`, `tags`. Ignored with a note when set: `restartable: false` (operators can still
-//! rerun), `workflowStatusListenerEnabled`, `workflowStatusListenerSink`, `variables`,
-//! `inputTemplate`, `rateLimitConfig`, `inputSchema`, `outputSchema`, `enforceSchema`.
+//! rerun), `workflowStatusListenerEnabled`, `workflowStatusListenerSink`, `rateLimitConfig`,
+//! `inputSchema`, `outputSchema`, `enforceSchema`.
 //!
 //! # Layout
 //!
 //! `document` reads the JSON and its fields, `importer` holds the state and walks the WorkflowDef,
-//! `tasks` maps one task (`http` and `control` the HTTP and control tasks, `task_type` names the
-//! types, `scripts` the scripted tasks and the evaluation steps), `task_def` applies TaskDefs,
+//! `tasks` maps one task (`http` and `control` the HTTP and control tasks, `system_tasks` the tasks
+//! the engine does itself, `task_type` names the types, `scripts` the scripted tasks and the
+//! evaluation steps), `task_def` applies TaskDefs,
 //! `expressions` rewrites `${...}`, `javascript` translates the JavaScript that reads the same, `durations` reads WAIT times and `relocate` reports validation errors at
 //! the Conductor place.
 
