@@ -12,14 +12,15 @@ use shiftboss_core::workflow::{DEFAULT_MAX_ITERATIONS, DefinitionError, StepDef}
 use std::collections::BTreeSet;
 
 impl Importer {
-    /// Checks a JOIN: it must wait for the last task of every branch, as our fork does.
+    /// Checks a JOIN: it must wait for the last tasks of the branches it joins; the branches it
+    /// leaves out (the fork's `join_on` names the others) run on.
     pub(super) fn join(
         &mut self,
         fork: &Map<String, Value>,
         fork_at: &str,
         join: &Map<String, Value>,
         at: &str,
-    ) -> Result<(), DefinitionError> {
+    ) -> Result<Vec<String>, DefinitionError> {
         self.common(join, Type::Join, at)?;
         let mut ends = BTreeSet::new();
         if let Some(Value::Array(branches)) = fork.get("forkTasks") {
@@ -40,13 +41,14 @@ impl Importer {
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err(err(format!("{at}.joinOn"), "must be an array of task reference names")),
         };
-        if joined != ends {
+        // A JOIN on some branches waits for those; the others run on (the fork's `join_on`).
+        if joined.is_empty() || !joined.is_subset(&ends) {
             let list = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
             return Err(err(
                 format!("{at}.joinOn"),
                 format!(
-                    "joins [{}] but the branches of {fork_at} end with [{}]: a shiftboss fork joins all its branches, \
-                     so joinOn must name the last task of every branch",
+                    "joins [{}] but the branches of {fork_at} end with [{}]: joinOn must name the last task of \
+                     each branch it waits for",
                     list(&joined),
                     list(&ends)
                 ),
@@ -60,7 +62,7 @@ impl Importer {
         if let Some(name) = join.get("taskReferenceName").and_then(Value::as_str) {
             self.by_name.insert(name.to_owned(), at.to_owned());
         }
-        Ok(())
+        Ok(if joined == ends { Vec::new() } else { joined.into_iter().collect() })
     }
 
     /// True when the task is a SWITCH (or DECISION) whose JavaScript gets an evaluation step: the

@@ -272,14 +272,14 @@ impl Importer {
                     return Err(err(format!("{at}.type"), "a JOIN must come right after its FORK_JOIN"));
                 }
                 Type::Fork => {
-                    let step = self.task(t, ty, &at, &our_at, loops)?;
+                    let mut step = self.task(t, ty, &at, &our_at, loops)?;
                     let join_at = format!("{path}[{}]", i + 1);
                     let join = tasks.get(i + 1).and_then(Value::as_object);
                     let join = match join {
                         Some(j) if Type::parse(&join_at, j)? == Type::Join => j,
                         _ => return Err(err(&at, "a FORK_JOIN must be followed by its JOIN")),
                     };
-                    self.join(t, &at, join, &join_at)?;
+                    step.join_on = self.join(t, &at, join, &join_at)?;
                     out.push(step);
                     i += 2;
                 }

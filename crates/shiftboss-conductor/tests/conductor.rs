@@ -447,10 +447,15 @@ fn unsupported_task_types_are_refused_at_their_place() {
 
 #[test]
 fn joins_must_join_every_branch_right_after_their_fork() {
-    let (path, problem) =
-        refused("image_pipeline.json", |v| v["tasks"][2]["joinOn"] = json!(["upload_thumbnail", "large"]));
+    // A JOIN on some branches imports: the fork waits for those, the others run on.
+    let mut v = doc("image_pipeline.json");
+    v["tasks"][2]["joinOn"] = json!(["upload_thumbnail", "large"]);
+    let import = from_conductor(&v.to_string()).expect("a JOIN on some branches imports");
+    let fork = import.workflow.steps.iter().find(|s| !s.branches.is_empty()).unwrap();
+    assert_eq!(fork.join_on, ["large", "upload_thumbnail"]);
+    let (path, problem) = refused("image_pipeline.json", |v| v["tasks"][2]["joinOn"] = json!([]));
     assert_eq!(path, "tasks[2].joinOn");
-    assert!(problem.contains("labels"), "names the branch end left out: {problem}");
+    assert!(problem.contains("labels"), "names the branch ends: {problem}");
     let (path, _) =
         refused("image_pipeline.json", |v| v["tasks"][2]["joinOn"] = json!(["thumbnail", "large", "labels"]));
     assert_eq!(path, "tasks[2].joinOn", "the middle of a branch is no end");

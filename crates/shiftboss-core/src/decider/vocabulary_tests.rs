@@ -191,3 +191,31 @@ fn a_wait_s_duration_from_is_read_when_it_starts() {
     let TaskMove::Fail { reason, .. } = t.decide().unwrap() else { panic!("a bad duration fails the task") };
     assert!(reason.starts_with("duration_from: \"a while\" is not a duration"), "{reason}");
 }
+
+#[test]
+fn a_fork_that_joins_some_branches_goes_on_while_the_others_run_and_the_task_waits_for_them() {
+    let mut fork = StepDef::fork(
+        "both",
+        vec![
+            vec![StepDef::agent("charge", "pay")],
+            vec![StepDef::agent("audit", "log"), StepDef::agent("archive", "log")],
+        ],
+    );
+    fork.join_on = vec!["charge".into()];
+    let def = WorkflowDef::new("some", 1, vec![fork, StepDef::agent("ship", "post")]);
+    let mut t = task(def, json!({}));
+    t.decide().unwrap();
+    assert_eq!(t.pending(), ["charge", "audit"]);
+    t.finish("charge", json!({"id": 1})).unwrap();
+    assert_eq!(t.row("both").unwrap().state, StepState::Processed, "the join has what it waits for");
+    assert_eq!(t.pending(), ["audit", "ship"], "the step after the join runs beside the other branch");
+    assert_eq!(t.finish("ship", json!({"shipped": true})).unwrap(), TaskMove::Stay, "the other branch still runs");
+    assert_eq!(t.finish("audit", json!({})).unwrap(), TaskMove::Stay);
+    assert_eq!(t.pending(), ["archive"], "and goes on after the join");
+    let end = t.finish("archive", json!({})).unwrap();
+    assert_eq!(end, TaskMove::Complete { output: json!({"shipped": true}) });
+
+    let mut bad = StepDef::fork("f", vec![vec![StepDef::agent("a", "x"), StepDef::agent("b", "x")]]);
+    bad.join_on = vec!["a".into()];
+    assert_eq!(WorkflowDef::new("x", 1, vec![bad]).validate().unwrap_err().path, "steps[0].join_on[0]");
+}

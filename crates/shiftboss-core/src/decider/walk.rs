@@ -45,6 +45,8 @@ pub(super) struct Working<'d> {
     pub input: Cow<'d, Value>,
     pub rows: Vec<StepView>,
     actions: Vec<Action>,
+    /// A branch that a fork does not join is still running: the task cannot end yet.
+    background: bool,
 }
 
 impl<'d> Working<'d> {
@@ -58,7 +60,7 @@ impl<'d> Working<'d> {
             (Some(defaults @ Value::Object(_)), Value::Null) => Cow::Owned(defaults.clone()),
             _ => Cow::Borrowed(task.input),
         };
-        Working { def, task: *task, input, rows: steps.to_vec(), actions: Vec::new() }
+        Working { def, task: *task, input, rows: steps.to_vec(), actions: Vec::new(), background: false }
     }
 
     pub fn into_actions(self) -> Vec<Action> {
@@ -108,6 +110,8 @@ impl<'d> Working<'d> {
         let def = self.def;
         match self.seq(&def.steps, "") {
             Flow::Waiting => TaskMove::Stay,
+            // Branches no fork joined run on: the task ends once they have.
+            Flow::Done(_) if self.background => TaskMove::Stay,
             Flow::Done(_) if self.permissive_failure().is_some() => {
                 let (step, reason) = self.permissive_failure().expect("just seen");
                 self.failed(step, reason)
@@ -208,6 +212,17 @@ impl<'d> Working<'d> {
         };
         match (s.kind, row.state) {
             (StepKind::Switch, StepState::Processed) => self.seq(case_branch(s, Some(&row)), suffix),
+            (StepKind::Fork, StepState::Processed) if !s.join_on.is_empty() => {
+                // The fork has joined what it waits for; the branches it does not join go on.
+                for branch in s.branches.iter().filter(|b| !joined(s, b)) {
+                    match self.seq(branch, suffix) {
+                        Flow::Done(_) => {}
+                        Flow::Waiting => self.background = true,
+                        other => return other,
+                    }
+                }
+                Flow::Done(row.output.unwrap_or(Value::Null))
+            }
             (StepKind::Fork, StepState::Processing) => self.fork(s, suffix, &instance),
             (StepKind::DoWhile, StepState::Processing) => self.do_while(s, suffix, &instance, &row),
             (StepKind::Terminate, StepState::Processed) => {
@@ -433,9 +448,12 @@ impl<'d> Working<'d> {
         let mut outputs = Vec::with_capacity(s.branches.len());
         let mut waiting = false;
         for (i, branch) in s.branches.iter().enumerate() {
+            let joined = joined(s, branch);
             match self.seq(branch, suffix) {
-                Flow::Done(v) => outputs.push(v),
-                Flow::Waiting => waiting = true,
+                Flow::Done(v) if joined => outputs.push(v),
+                Flow::Done(_) => {}
+                Flow::Waiting if joined => waiting = true,
+                Flow::Waiting => self.background = true,
                 flow => {
                     // One branch cannot finish, so neither can the fork; the other branches are not
                     // walked further, and the task's end cancels their running work (C1).
@@ -540,6 +558,11 @@ fn case_key(v: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// Whether a fork waits for this branch: every branch, unless `join_on` names some.
+fn joined(fork: &StepDef, branch: &[StepDef]) -> bool {
+    fork.join_on.is_empty() || branch.last().is_some_and(|last| fork.join_on.contains(&last.name))
 }
 
 fn case_branch<'d>(s: &'d StepDef, row: Option<&StepView>) -> &'d [StepDef] {

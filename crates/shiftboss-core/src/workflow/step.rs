@@ -185,6 +185,10 @@ pub struct StepDef {
     /// The branches a fork runs side by side, each a list of steps in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub branches: Vec<Vec<StepDef>>,
+    /// The last steps of the branches the fork waits for; empty: every branch. The other branches
+    /// run on after the fork has ended, and the task ends only once they have too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub join_on: Vec<String>,
 
     // --- do_while ---
     /// Checked after each pass of the body; `${<loop name>.iteration}` counts passes from 1.

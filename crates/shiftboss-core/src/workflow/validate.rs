@@ -111,6 +111,14 @@ impl<'a> Checker<'a> {
                     }
                     self.list(&format!("{at}.branches[{b}]"), list, depth + 1)?;
                 }
+                for (j, name) in s.join_on.iter().enumerate() {
+                    if !s.branches.iter().any(|b| b.last().is_some_and(|last| &last.name == name)) {
+                        return Err(err(
+                            format!("{at}.join_on[{j}]"),
+                            format!("{name:?} is not the last step of a branch"),
+                        ));
+                    }
+                }
             }
             StepKind::DoWhile => {
                 let c = s.condition.as_deref().ok_or_else(|| err(f("condition"), "a loop needs a condition"))?;
@@ -231,7 +239,7 @@ impl<'a> Checker<'a> {
 
 /// The fields set on a step that its kind does not use.
 fn misplaced(s: &StepDef) -> Vec<&'static str> {
-    let set: [(&'static str, bool, &[StepKind]); 27] = {
+    let set: [(&'static str, bool, &[StepKind]); 28] = {
         use StepKind::*;
         [
             ("agent", s.agent.is_some(), &[Agent]),
@@ -252,6 +260,7 @@ fn misplaced(s: &StepDef) -> Vec<&'static str> {
             ("cases", !s.cases.is_empty(), &[Switch]),
             ("default", !s.default.is_empty(), &[Switch]),
             ("branches", !s.branches.is_empty(), &[Fork]),
+            ("join_on", !s.join_on.is_empty(), &[Fork]),
             ("condition", s.condition.is_some(), &[DoWhile]),
             ("body", !s.body.is_empty(), &[DoWhile]),
             ("max_iterations", s.max_iterations.is_some(), &[DoWhile]),
