@@ -134,6 +134,7 @@ macro_rules! conformance_suite {
                 a_failure_workflow_starts_in_the_failing_transaction,
                 a_delayed_step_is_due_after_its_delay_and_a_chosen_agent_claims_it,
                 an_optional_step_fails_and_the_task_goes_on_with_its_variables,
+                a_fork_each_runs_a_pass_per_item_and_joins_them,
             }
             compensation {
                 a_failed_task_is_compensated_newest_first,

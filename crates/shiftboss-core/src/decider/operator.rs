@@ -168,12 +168,18 @@ fn reopen_ancestors(
     for a in ancestors(&def.steps, base_name(instance)).unwrap_or_default() {
         let name = format!("{}{suffix}", a.name);
         let row = rows.iter().rev().find(|r| r.name == name);
-        let pass = (a.kind == StepKind::DoWhile).then(|| passes.get(loops_seen).copied().unwrap_or(1));
+        // A fork_each's passes are suffixed as a loop's; its row keeps its items (in its input).
+        let passes_of = matches!(a.kind, StepKind::DoWhile | StepKind::ForkEach);
+        let pass = passes_of.then(|| passes.get(loops_seen).copied().unwrap_or(1));
         if let Some(r) = row
             && which(r)
-            && matches!(a.kind, StepKind::Fork | StepKind::DoWhile)
+            && matches!(a.kind, StepKind::Fork | StepKind::DoWhile | StepKind::ForkEach)
         {
-            let output = pass.map(|p| json!({"iteration": p})).or_else(|| r.output.clone());
+            let output = match (a.kind, pass) {
+                (StepKind::DoWhile, Some(p)) => Some(json!({"iteration": p})),
+                (StepKind::ForkEach, _) => None,
+                _ => r.output.clone(),
+            };
             out.push(RowChange::Reopen { name, output });
         }
         if let Some(p) = pass {

@@ -18,6 +18,8 @@ pub struct StepScope<'a> {
     pub def: &'a WorkflowDef,
     /// The loop-pass suffix of the place being decided (`#2#1`), or empty.
     pub suffix: &'a str,
+    /// The item of each fork_each pass being decided, by the fork_each's name, innermost last.
+    pub items: &'a [(String, Value)],
 }
 
 impl StepScope<'_> {
@@ -67,9 +69,14 @@ impl Scope for StepScope<'_> {
         }
         // A name that is no step of the definition is unknown; a step that has not run is null.
         self.def.find(name)?;
-        Some(Cow::Owned(match self.row(name) {
+        let mut v = match self.row(name) {
             Some(r) => json!({"input": r.input, "output": r.output, "state": r.state.as_str()}),
             None => Value::Null,
-        }))
+        };
+        // Inside a fork_each's pass, the fork_each also gives that pass's item.
+        if let (Value::Object(m), Some((_, item))) = (&mut v, self.items.iter().rev().find(|(n, _)| n == name)) {
+            m.insert("item".into(), item.clone());
+        }
+        Some(Cow::Owned(v))
     }
 }

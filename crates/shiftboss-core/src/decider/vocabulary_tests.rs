@@ -219,3 +219,54 @@ fn a_fork_that_joins_some_branches_goes_on_while_the_others_run_and_the_task_wai
     bad.join_on = vec!["a".into()];
     assert_eq!(WorkflowDef::new("x", 1, vec![bad]).validate().unwrap_err().path, "steps[0].join_on[0]");
 }
+
+fn fan_out(key: Option<&str>) -> WorkflowDef {
+    let body = StepDef::agent("resize", "${fanout.item.agent}").with_input(json!({"size": "${fanout.item.size}"}));
+    let each = StepDef {
+        name: "fanout".into(),
+        kind: crate::workflow::StepKind::ForkEach,
+        items: Some(json!("${task.input.sizes}")),
+        key: key.map(str::to_owned),
+        body: vec![body],
+        ..StepDef::default()
+    };
+    WorkflowDef::new("fan", 1, vec![each, StepDef::agent("after", "x").with_input(json!("${fanout.output}"))])
+}
+
+#[test]
+fn a_fork_each_runs_its_body_once_per_item_side_by_side_and_joins_them_all() {
+    let sizes = json!([{"agent": "small", "size": 1}, {"agent": "large", "size": 9}]);
+    let mut t = task(fan_out(None), json!({"sizes": sizes}));
+    t.decide().unwrap();
+    assert_eq!(t.pending(), ["resize#1", "resize#2"], "every item at once");
+    assert_eq!(t.row("resize#2").unwrap().input, json!({"size": 9}));
+    assert_eq!(t.row("fanout").unwrap().input, sizes, "the row keeps its items");
+    t.finish("resize#2", json!({"px": 900})).unwrap();
+    assert_eq!(t.pending(), ["resize#1"], "the join waits for every item");
+    t.finish("resize#1", json!({"px": 100})).unwrap();
+    assert_eq!(t.row("after").unwrap().input, json!([{"px": 100}, {"px": 900}]), "outputs in the items' order");
+
+    let mut t = task(fan_out(Some("${fanout.item.agent}")), json!({"sizes": sizes}));
+    t.decide().unwrap();
+    t.finish("resize#1", json!({"px": 100})).unwrap();
+    t.finish("resize#2", json!({"px": 900})).unwrap();
+    assert_eq!(t.row("after").unwrap().input, json!({"small": {"px": 100}, "large": {"px": 900}}), "keyed");
+}
+
+#[test]
+fn a_fork_each_item_that_fails_fails_it_and_an_empty_list_is_done_at_once() {
+    let sizes = json!([{"agent": "small", "size": 1}, {"agent": "large", "size": 9}]);
+    let mut t = task(fan_out(None), json!({"sizes": sizes}));
+    t.decide().unwrap();
+    let end = t.fail("resize#1", "too big").unwrap();
+    assert!(matches!(end, TaskMove::Fail { ref step, .. } if step == "resize#1"), "{end:?}");
+    assert_eq!(t.row("fanout").unwrap().state, StepState::Error);
+    assert_eq!(t.row("resize#2").unwrap().state, StepState::Cancelled, "the others' work is cancelled");
+
+    let mut t = task(fan_out(None), json!({"sizes": []}));
+    t.decide().unwrap();
+    assert_eq!(t.row("after").unwrap().input, json!([]));
+    let mut t = task(fan_out(None), json!({"sizes": "many"}));
+    let TaskMove::Fail { reason, .. } = t.decide().unwrap() else { panic!("not a list") };
+    assert!(reason.contains("not a list"), "{reason}");
+}

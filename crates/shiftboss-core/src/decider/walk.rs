@@ -12,7 +12,7 @@ use crate::state::StepState;
 use crate::time::Timestamp;
 use crate::workflow::step::is_dynamic;
 use crate::workflow::validate::strip_template;
-use crate::workflow::{DEFAULT_MAX_ITERATIONS, EndStatus, StepDef, StepKind, WorkflowDef, check_name};
+use crate::workflow::{DEFAULT_MAX_ITERATIONS, EndStatus, MAX_ITEMS, StepDef, StepKind, WorkflowDef, check_name};
 use serde_json::{Value, json};
 use std::borrow::Cow;
 
@@ -47,6 +47,8 @@ pub(super) struct Working<'d> {
     actions: Vec<Action>,
     /// A branch that a fork does not join is still running: the task cannot end yet.
     background: bool,
+    /// The item of each fork_each pass being walked, innermost last.
+    items: Vec<(String, Value)>,
 }
 
 impl<'d> Working<'d> {
@@ -60,7 +62,15 @@ impl<'d> Working<'d> {
             (Some(defaults @ Value::Object(_)), Value::Null) => Cow::Owned(defaults.clone()),
             _ => Cow::Borrowed(task.input),
         };
-        Working { def, task: *task, input, rows: steps.to_vec(), actions: Vec::new(), background: false }
+        Working {
+            def,
+            task: *task,
+            input,
+            rows: steps.to_vec(),
+            actions: Vec::new(),
+            background: false,
+            items: Vec::new(),
+        }
     }
 
     pub fn into_actions(self) -> Vec<Action> {
@@ -102,7 +112,7 @@ impl<'d> Working<'d> {
     }
 
     pub fn scope<'s>(&'s self, suffix: &'s str) -> StepScope<'s> {
-        StepScope { task: &self.task, input: &self.input, steps: &self.rows, def: self.def, suffix }
+        StepScope { task: &self.task, input: &self.input, steps: &self.rows, def: self.def, suffix, items: &self.items }
     }
 
     /// The running phase of the whole task.
@@ -225,6 +235,7 @@ impl<'d> Working<'d> {
             }
             (StepKind::Fork, StepState::Processing) => self.fork(s, suffix, &instance),
             (StepKind::DoWhile, StepState::Processing) => self.do_while(s, suffix, &instance, &row),
+            (StepKind::ForkEach, StepState::Processing) => self.fork_each(s, suffix, &instance, &row),
             (StepKind::Terminate, StepState::Processed) => {
                 let recorded = row.output.unwrap_or(Value::Null);
                 Flow::Ended {
@@ -295,6 +306,21 @@ impl<'d> Working<'d> {
             StepKind::Fork => {
                 self.push(Action::Create(new(StepState::Processing, Value::Null, None)));
                 self.fork(s, suffix, &instance)
+            }
+            StepKind::ForkEach => {
+                let template = s.items.clone().unwrap_or(Value::Null);
+                let items = match Template::parse(&template).and_then(|t| t.render(&self.scope(suffix))) {
+                    Ok(Value::Array(items)) if items.len() <= MAX_ITEMS => items,
+                    Ok(Value::Array(items)) => {
+                        return fail("items", format!("{} items; a fork_each takes at most {MAX_ITEMS}", items.len()));
+                    }
+                    Ok(other) => return fail("items", format!("{template} gave {other}, not a list")),
+                    Err(e) => return fail("items", e.to_string()),
+                };
+                // The row keeps the items: every later decide runs the same passes.
+                self.push(Action::Create(new(StepState::Processing, Value::Array(items), None)));
+                let row = self.row(&instance).cloned().expect("just created");
+                self.fork_each(s, suffix, &instance, &row)
             }
             StepKind::DoWhile => {
                 self.push(Action::Create(new(StepState::Processing, Value::Null, Some(json!({"iteration": 1})))));
@@ -491,6 +517,69 @@ impl<'d> Working<'d> {
             error: None,
         });
         Flow::Done(output)
+    }
+
+    /// One pass of the body per item, side by side; the join waits for them all, and a pass that
+    /// fails fails the step (the task's end cancels the others' running work, C1).
+    fn fork_each(&mut self, s: &'d StepDef, suffix: &str, instance: &str, row: &StepView) -> Flow {
+        let items = row.input.as_array().cloned().unwrap_or_default();
+        let mut outputs = Vec::with_capacity(items.len());
+        let mut keys = Vec::new();
+        let mut waiting = false;
+        for (i, item) in items.into_iter().enumerate() {
+            let inner = format!("{suffix}#{}", i + 1);
+            self.items.push((s.name.clone(), item));
+            let flow = self.seq(&s.body, &inner);
+            let key = match (&flow, &s.key) {
+                (Flow::Done(_), Some(k)) => Some(
+                    Template::parse(&Value::String(k.clone()))
+                        .and_then(|t| t.render(&self.scope(&inner)))
+                        .map_err(|e| e.to_string()),
+                ),
+                _ => None,
+            };
+            self.items.pop();
+            match flow {
+                Flow::Done(v) => outputs.push(v),
+                Flow::Waiting => waiting = true,
+                flow => {
+                    let (state, error) = match &flow {
+                        Flow::Cancelled => (StepState::Cancelled, None),
+                        Flow::Ended { .. } => (StepState::Processed, None),
+                        _ => (StepState::Error, Some(format!("item {} failed", i + 1))),
+                    };
+                    self.push(Action::Update { name: instance.to_owned(), state, output: None, error });
+                    return flow;
+                }
+            }
+            match key {
+                Some(Ok(Value::String(k))) => keys.push(k),
+                Some(Ok(other)) => keys.push(other.to_string()),
+                Some(Err(e)) => return self.each_failed(instance, format!("key: {e}")),
+                None => {}
+            }
+        }
+        if waiting {
+            return Flow::Waiting;
+        }
+        let output = if s.key.is_some() {
+            Value::Object(keys.into_iter().zip(outputs).collect())
+        } else {
+            Value::Array(outputs)
+        };
+        self.push(Action::Update {
+            name: instance.to_owned(),
+            state: StepState::Processed,
+            output: Some(output.clone()),
+            error: None,
+        });
+        Flow::Done(output)
+    }
+
+    fn each_failed(&mut self, instance: &str, reason: String) -> Flow {
+        let error = Some(reason.clone());
+        self.push(Action::Update { name: instance.to_owned(), state: StepState::Error, output: None, error });
+        Flow::Failed { step: instance.to_owned(), reason }
     }
 
     fn do_while(&mut self, s: &'d StepDef, suffix: &str, instance: &str, row: &StepView) -> Flow {

@@ -24,6 +24,8 @@ pub const MAX_STEP_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
 pub const MAX_TASK_TIMEOUT: Duration = Duration::from_secs(366 * 24 * 3600);
 /// The most steps one definition may hold, nested ones and compensations included.
 pub const MAX_STEPS: usize = 1000;
+/// The most items a fork_each runs its body for.
+pub const MAX_ITEMS: usize = 1000;
 /// The deepest nesting of control steps.
 pub const MAX_DEPTH: usize = 16;
 

@@ -37,6 +37,9 @@ pub enum StepKind {
     /// Starts a task of another workflow and goes on at once (fire and forget); its output names
     /// the started task.
     StartWorkflow,
+    /// Runs its body once per item of a list, side by side, and joins them all (a fork whose
+    /// branches come from the data: Conductor's FORK_JOIN_DYNAMIC).
+    ForkEach,
 }
 
 impl StepKind {
@@ -51,6 +54,7 @@ impl StepKind {
             StepKind::Terminate => "terminate",
             StepKind::Set => "set",
             StepKind::StartWorkflow => "start_workflow",
+            StepKind::ForkEach => "fork_each",
         }
     }
 
@@ -65,6 +69,7 @@ impl StepKind {
             StepKind::Terminate,
             StepKind::Set,
             StepKind::StartWorkflow,
+            StepKind::ForkEach,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)
@@ -190,11 +195,23 @@ pub struct StepDef {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub join_on: Vec<String>,
 
+    // --- fork_each ---
+    /// The list a fork_each runs its body for, one pass per item side by side: a template (one
+    /// `${expression}`, or a JSON array whose elements may hold templates), rendered when the step
+    /// starts (the row keeps the items as its input). In pass `n`, expressions read
+    /// the item as `${<fork_each name>.item}`; instances are named as a loop's passes (`resize#2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<Value>,
+    /// A fork_each's output: an object keyed by this template (rendered in each pass, as text),
+    /// instead of the list of each pass's last output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+
     // --- do_while ---
     /// Checked after each pass of the body; `${<loop name>.iteration}` counts passes from 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub condition: Option<String>,
-    /// The steps of one pass of a do_while loop.
+    /// The steps of one pass of a do_while loop (or of a fork_each, per item).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub body: Vec<StepDef>,
     /// The most passes of the body; a condition still true after the last one fails the task.

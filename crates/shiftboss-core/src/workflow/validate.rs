@@ -120,6 +120,17 @@ impl<'a> Checker<'a> {
                     }
                 }
             }
+            StepKind::ForkEach => {
+                let items = s.items.as_ref().ok_or_else(|| err(f("items"), "a fork_each needs its items"))?;
+                check_template(&f("items"), items)?;
+                if let Some(k) = &s.key {
+                    check_template(&f("key"), &serde_json::Value::String(k.clone()))?;
+                }
+                if s.body.is_empty() {
+                    return Err(err(f("body"), "a fork_each needs at least one step in its body"));
+                }
+                self.list(&f("body"), &s.body, depth + 1)?;
+            }
             StepKind::DoWhile => {
                 let c = s.condition.as_deref().ok_or_else(|| err(f("condition"), "a loop needs a condition"))?;
                 check_expr(&f("condition"), c)?;
@@ -239,7 +250,7 @@ impl<'a> Checker<'a> {
 
 /// The fields set on a step that its kind does not use.
 fn misplaced(s: &StepDef) -> Vec<&'static str> {
-    let set: [(&'static str, bool, &[StepKind]); 28] = {
+    let set: [(&'static str, bool, &[StepKind]); 29] = {
         use StepKind::*;
         [
             ("agent", s.agent.is_some(), &[Agent]),
@@ -262,7 +273,8 @@ fn misplaced(s: &StepDef) -> Vec<&'static str> {
             ("branches", !s.branches.is_empty(), &[Fork]),
             ("join_on", !s.join_on.is_empty(), &[Fork]),
             ("condition", s.condition.is_some(), &[DoWhile]),
-            ("body", !s.body.is_empty(), &[DoWhile]),
+            ("body", !s.body.is_empty(), &[DoWhile, ForkEach]),
+            ("items", s.items.is_some() || s.key.is_some(), &[ForkEach]),
             ("max_iterations", s.max_iterations.is_some(), &[DoWhile]),
             ("workflow", s.workflow.is_some() || s.workflow_version.is_some(), &[SubWorkflow, StartWorkflow]),
             (
@@ -325,7 +337,8 @@ fn check_roots(def: &WorkflowDef, known: &HashSet<&str>) -> Result<(), Definitio
     }
     for s in def.all_steps() {
         let at = |field: &str| format!("step {:?}.{field}", s.name);
-        for (field, v) in [("input", &s.input), ("output", &s.output), ("variables", &s.variables)] {
+        for (field, v) in [("input", &s.input), ("output", &s.output), ("variables", &s.variables), ("items", &s.items)]
+        {
             if let Some(v) = v
                 && let Ok(t) = Template::parse(v)
             {
@@ -345,7 +358,8 @@ fn check_roots(def: &WorkflowDef, known: &HashSet<&str>) -> Result<(), Definitio
                 unknown(at(field), x.roots())?;
             }
         }
-        for (field, text) in [("until", &s.until), ("duration_from", &s.duration_from), ("reason", &s.reason)] {
+        let texts = [("until", &s.until), ("duration_from", &s.duration_from), ("reason", &s.reason), ("key", &s.key)];
+        for (field, text) in texts {
             if let Some(text) = text
                 && let Ok(t) = Template::parse(&serde_json::Value::String(text.clone()))
             {

@@ -115,3 +115,25 @@ pub async fn an_optional_step_fails_and_the_task_goes_on_with_its_variables<F: F
     assert_eq!((d.task.state, d.task.output), (TaskState::Completed, Some(json!({"done": true}))));
     assert_eq!(h.step_named(task, "try").await.state, StepState::Error);
 }
+
+pub async fn a_fork_each_runs_a_pass_per_item_and_joins_them<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register(&def(json!({"name": "fan", "steps": [
+        {"name": "fanout", "kind": "fork_each", "items": "${task.input.parts}", "key": "${fanout.item.id}",
+         "body": [{"name": "make", "agent": WORKER, "input": {"part": "${fanout.item.id}"}}]},
+        {"name": "after", "agent": WORKER, "input": "${fanout.output}"}
+    ]})))
+    .await;
+    let mut s = submit_params("f1", "fan", 0);
+    s.input = json!({"parts": [{"id": "a"}, {"id": "b"}]});
+    let task = h.store.submit_task(s).await.expect("submit").task_id;
+    let c = h.claim_all("s1").await;
+    assert_eq!(Harness::<F::Store>::names(&c), ["make#1", "make#2"]);
+    assert_eq!(c[1].input, json!({"part": "b"}));
+    h.complete("s1", &c[1], json!({"n": 2})).await;
+    h.complete("s1", &c[0], json!({"n": 1})).await;
+    let c = h.claim_all("s1").await;
+    assert_eq!((c[0].name.as_str(), c[0].input.clone()), ("after", json!({"a": {"n": 1}, "b": {"n": 2}})));
+    let fanout = h.step_named(task, "fanout").await;
+    assert_eq!((fanout.state, fanout.input), (StepState::Processed, json!([{"id": "a"}, {"id": "b"}])));
+}
