@@ -155,6 +155,11 @@ impl Importer {
                 [Seg::Name(i)] if i == "iteration" => Ok(format!("{root}.output.iteration")),
                 _ => no("only output.iteration of a loop can be read"),
             },
+            // A FORK_JOIN_DYNAMIC's JOIN gives the fork_each's output (keyed by reference name).
+            (Type::Join, "output") if self.dynamic_joins.contains_key(root) => {
+                Ok(render(&self.dynamic_joins[root], segs))
+            }
+            (Type::ForkDynamic, "output") => Ok(render(root, segs)),
             (Type::Join, "output") => match rest {
                 [Seg::Name(inner), more @ ..] => {
                     self.resolve(inner, &[&[Seg::Name("output".into())], more].concat(), loops, path)

@@ -41,6 +41,9 @@ pub(super) struct Importer {
     pub(super) generated: BTreeSet<String>,
     /// Steps to put before the next step of the list being mapped (a SWITCH's evaluation).
     pub(super) before: Vec<StepDef>,
+    /// The JOIN of each FORK_JOIN_DYNAMIC, by reference name, with the fork's: its output is the
+    /// fork_each's.
+    pub(super) dynamic_joins: HashMap<String, String>,
 }
 
 // Field lists: what the importer reads, what it ignores knowingly, what it notes when set.
@@ -91,6 +94,7 @@ impl Importer {
             missing_defs: BTreeSet::new(),
             generated: BTreeSet::new(),
             before: Vec::new(),
+            dynamic_joins: HashMap::new(),
         };
         for (n, d) in defs.into_iter().enumerate() {
             let path = format!("taskDefs[{n}]");
@@ -271,15 +275,19 @@ impl Importer {
                 Type::Join => {
                     return Err(err(format!("{at}.type"), "a JOIN must come right after its FORK_JOIN"));
                 }
-                Type::Fork => {
+                Type::Fork | Type::ForkDynamic => {
                     let mut step = self.task(t, ty, &at, &our_at, loops)?;
                     let join_at = format!("{path}[{}]", i + 1);
                     let join = tasks.get(i + 1).and_then(Value::as_object);
                     let join = match join {
                         Some(j) if Type::parse(&join_at, j)? == Type::Join => j,
-                        _ => return Err(err(&at, "a FORK_JOIN must be followed by its JOIN")),
+                        _ => return Err(err(&at, format!("a {} must be followed by its JOIN", ty.name()))),
                     };
-                    step.join_on = self.join(t, &at, join, &join_at)?;
+                    if ty == Type::Fork {
+                        step.join_on = self.join(t, &at, join, &join_at)?;
+                    } else {
+                        self.dynamic_join(join, &join_at, &step.name)?;
+                    }
                     out.push(step);
                     i += 2;
                 }

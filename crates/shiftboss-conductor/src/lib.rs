@@ -154,6 +154,7 @@
 mod control;
 mod document;
 mod durations;
+mod dynamic_fork;
 mod expressions;
 mod http;
 mod importer;

@@ -36,6 +36,8 @@ pub(super) enum Type {
     StartWorkflow,
     /// DYNAMIC: an agent step whose agent is chosen at run time.
     Dynamic,
+    /// FORK_JOIN_DYNAMIC (with its JOIN): a fork_each.
+    ForkDynamic,
 }
 
 impl Type {
@@ -61,9 +63,9 @@ impl Type {
             "EXCLUSIVE_JOIN" => Type::ExclusiveJoin,
             "START_WORKFLOW" => Type::StartWorkflow,
             "DYNAMIC" => Type::Dynamic,
+            "FORK_JOIN_DYNAMIC" => Type::ForkDynamic,
             other => {
                 let hint = match other {
-                    "FORK_JOIN_DYNAMIC" => ": list the branches in a FORK_JOIN, or loop over the items in a DO_WHILE",
                     "EVENT" | "KAFKA_PUBLISH" => ": publish from an agent",
                     _ => "",
                 };
@@ -92,6 +94,7 @@ impl Type {
             Type::ExclusiveJoin => "EXCLUSIVE_JOIN",
             Type::StartWorkflow => "START_WORKFLOW",
             Type::Dynamic => "DYNAMIC",
+            Type::ForkDynamic => "FORK_JOIN_DYNAMIC",
         }
     }
 }

@@ -41,9 +41,9 @@ const TASK_TYPED: &[(&str, &[Type])] = &[
     ("subWorkflowParam", &[Type::SubWorkflow]),
     ("sink", &[]),
     ("dynamicTaskNameParam", &[Type::Dynamic]),
-    ("dynamicForkTasksParam", &[]),
-    ("dynamicForkTasksInputParamName", &[]),
-    ("dynamicForkJoinTasksParam", &[]),
+    ("dynamicForkTasksParam", &[Type::ForkDynamic]),
+    ("dynamicForkTasksInputParamName", &[Type::ForkDynamic]),
+    ("dynamicForkJoinTasksParam", &[Type::ForkDynamic]),
     ("defaultExclusiveJoinTask", &[Type::ExclusiveJoin]),
     ("scriptExpression", &[Type::Lambda]),
 ];
@@ -122,6 +122,7 @@ impl Importer {
             Type::ExclusiveJoin => self.exclusive_join(t, at, loops)?,
             Type::StartWorkflow => self.start_workflow(t, at, loops)?,
             Type::Dynamic => self.dynamic(t, at, loops)?,
+            Type::ForkDynamic => self.fork_dynamic(t, &name, at, loops)?,
             Type::Join => unreachable!("a JOIN is handled with its FORK_JOIN"),
         };
         step.name = name;

@@ -434,7 +434,11 @@ fn unsupported_task_types_are_refused_at_their_place() {
     let (path, problem) = refused("order_fulfillment.json", |v| wf(v)["tasks"][3]["type"] = json!("KAFKA_PUBLISH"));
     assert_eq!(path, "tasks[3].type");
     assert!(problem.contains("KAFKA_PUBLISH"), "{problem}");
-    for ty in ["EVENT", "FORK_JOIN_DYNAMIC"] {
+    let (path, problem) =
+        refused("image_pipeline.json", |v| v["tasks"][1]["forkTasks"][1][0]["type"] = json!("FORK_JOIN_DYNAMIC"));
+    assert_eq!(path, "tasks[1].forkTasks[1][0]", "a dynamic fork needs its JOIN and its parameters");
+    assert!(problem.contains("FORK_JOIN_DYNAMIC"), "{problem}");
+    for ty in ["EVENT"] {
         let (path, problem) = refused("image_pipeline.json", |v| v["tasks"][1]["forkTasks"][1][0]["type"] = json!(ty));
         assert_eq!(path, "tasks[1].forkTasks[1][0].type", "{ty}");
         assert!(problem.contains(ty), "{problem}");

@@ -2,7 +2,7 @@
 //! engine on a SQLite file, with in-process agents standing in for the SIMPLE workers: SET_VARIABLE
 //! and `${workflow.variables...}`, NOOP, a workflow's inputTemplate, optional and permissive tasks,
 //! EXCLUSIVE_JOIN, TERMINATE with its terminationReason, failureWorkflow, START_WORKFLOW, DYNAMIC,
-//! HUMAN and startDelay. Each ends in the state and output that Conductor documents. (The same
+//! HUMAN, startDelay and FORK_JOIN_DYNAMIC in both its forms. Each ends in the state and output that Conductor documents. (The same
 //! paths on PostgreSQL: the store conformance cases in `vocabulary.rs`.)
 
 mod common;
@@ -107,5 +107,27 @@ async fn start_workflow_dynamic_and_human_run_as_in_conductor() {
     assert_eq!(d.task.state, TaskState::Failed, "not a name: the task fails with why");
     let why = d.events.iter().find(|e| e.kind == "task.failed").unwrap().detail["reason"].as_str().unwrap().to_owned();
     assert!(why.contains("gave \"no/such task\""), "{why}");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dynamic_fork_runs_the_tasks_the_data_names_and_its_join_gives_their_outputs() {
+    let h = Harness::start("image_variants.json").await;
+    let d = h.run("i-1", json!({"image": "cat.png", "extraTag": "pets"})).await;
+    assert_eq!(d.task.state, TaskState::Completed, "{:#?}", d.steps);
+    assert_eq!(h.input_of("variants_each#2"), json!({"text": "(c)"}), "each task gets its input by reference name");
+    let agents: Vec<&str> =
+        d.steps.iter().filter(|s| s.name.starts_with("variants_each#")).map(|s| s.agent.as_str()).collect();
+    assert_eq!(agents, ["resize_image", "watermark_image"], "the task types the data named");
+    assert_eq!(
+        step(&d, "variants").output,
+        Some(json!({"thumb_ref": {"url": "thumb.png", "w": 100}, "mark_ref": {"url": "mark.png", "text": "(c)"}})),
+        "the JOIN's output: each task's by reference name"
+    );
+    assert_eq!(
+        h.input_of("publish"),
+        json!({"thumb": "thumb.png", "tags": [{"tagged": "original"}, {"tagged": "pets"}]}),
+        "forkTaskName/forkTaskInputs: one task per input, outputs in order"
+    );
     h.stop().await;
 }

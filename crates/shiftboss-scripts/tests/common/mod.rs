@@ -82,6 +82,19 @@ const WORKERS: &[(&str, Answer)] = &[
     ("sync_billing", |_| json!({"synced": 3})),
     ("write_audit", |_| json!({"written": true})),
     ("confirm_order", |_| json!({"confirmed": true})),
+    ("plan_variants", |_| {
+        json!({
+            "tasks": [
+                {"name": "resize_image", "taskReferenceName": "thumb_ref", "type": "SIMPLE"},
+                {"name": "watermark_image", "taskReferenceName": "mark_ref", "type": "SIMPLE"}
+            ],
+            "inputs": {"thumb_ref": {"w": 100}, "mark_ref": {"text": "(c)"}}
+        })
+    }),
+    ("resize_image", |c| json!({"url": "thumb.png", "w": c.input["w"]})),
+    ("watermark_image", |c| json!({"url": "mark.png", "text": c.input["text"]})),
+    ("tag_image", |c| json!({"tagged": c.input["tag"]})),
+    ("publish_image", |_| json!({"ok": true})),
 ];
 
 impl Harness {
