@@ -53,9 +53,12 @@
 //! - SWITCH with evaluatorType `value-param` (`expression` names an input parameter whose value
 //!   becomes the switch expression) or `javascript`/`graaljs` (see below); DECISION with
 //!   `caseValueParam` or `caseExpression` likewise. `decisionCases` → cases, `defaultCase` → default.
-//! - FORK_JOIN followed by its JOIN: `forkTasks` → branches. The JOIN's `joinOn` must name the last
-//!   task of every branch (our fork joins all of them); the JOIN becomes nothing, and
-//!   `${join.output.<ref>...}` reads become `${<ref>.output...}`.
+//! - FORK_JOIN followed by its JOIN: `forkTasks` → branches. The JOIN's `joinOn` names the last
+//!   tasks of the branches it waits for: all of them, or some (then the fork's `join_on`, and the
+//!   others run on); the JOIN becomes nothing, and `${join.output.<ref>...}` reads become
+//!   `${<ref>.output...}`.
+//! - FORK_JOIN_DYNAMIC followed by its JOIN: a `fork_each` (see `dynamic_fork`); the JOIN's output
+//!   reads as the fork_each's.
 //! - DO_WHILE: `loopOver` → body; `loopCondition` (see below). A condition of the form
 //!   `$.<loop>['iteration'] < N` (or `<= N`) is translated and also sets `max_iterations`; for
 //!   other conditions a note says the default cap of 100 passes applies.
@@ -130,8 +133,8 @@
 //!
 //! # What is refused
 //!
-//! Task types other than those above (EVENT, FORK_JOIN_DYNAMIC, KAFKA_PUBLISH, ...) with the path
-//! `tasks[i].type`; a JOIN that joins only some branches; a JOIN not right after its FORK_JOIN;
+//! Task types other than those above (EVENT, KAFKA_PUBLISH, ...) with the path `tasks[i].type`; a
+//! JOIN whose `joinOn` names no branch's last task; a JOIN not right after its fork;
 //! TERMINATED as a termination status; an inline sub-workflow definition; DO_WHILE over `items`; a `taskReferenceName` that is not one of our names (1 to 100 of
 //! `A-Z a-z 0-9 - _ . :`), is `task` (our expressions' root for the task), or that an expression
 //! reads although it is not an expression name (letters, digits, `_`).
