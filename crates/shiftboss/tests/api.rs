@@ -380,3 +380,95 @@ async fn the_api_answers_503_while_its_database_is_away() {
     .await;
     assert_eq!(api.send(Method::GET, "/readyz", None, None).await.0, StatusCode::OK);
 }
+
+/// Conductor's HUMAN and optional tasks over Conductor's own routes: an optional worker task that
+/// fails for good shows as COMPLETED_WITH_ERRORS and the workflow goes on; a HUMAN task ends by an
+/// update by reference name, another by an update of the taskId the workflow lists; the
+/// variables a SET_VARIABLE set read back in the workflow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conductor_human_and_optional_tasks_end_over_conductor_s_routes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db").display().to_string();
+    let mut p = Serve::new(db, "api-human").api().arg("--remote-agent").arg("poke").spawn(dir.path());
+    p.wait_ready().await;
+    let api = Api::of(&p);
+    let def = json!({
+        "name": "sign_off", "version": 1,
+        "tasks": [
+            {"name": "poke", "taskReferenceName": "poke", "type": "SIMPLE", "optional": true},
+            {"name": "first", "taskReferenceName": "first_approval", "type": "HUMAN"},
+            {"name": "remember", "taskReferenceName": "remember", "type": "SET_VARIABLE",
+             "inputParameters": {"first": "${first_approval.output.by}"}},
+            {"name": "second", "taskReferenceName": "second_approval", "type": "HUMAN"}
+        ],
+        "outputParameters": {"first": "${workflow.variables.first}", "second": "${second_approval.output.by}"}
+    });
+    let (s, v) = api.post("/api/metadata/workflow", def).await;
+    assert!(s.is_success(), "{s}: {v}");
+    let (s, v) = api.post("/api/workflow/sign_off", json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    // The id comes as text, which reads as a JSON number.
+    let id = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+
+    // The worker fails the optional task for good; the workflow goes on.
+    let (s, task) = api.get("/api/tasks/poll/poke?workerid=w1").await;
+    assert_eq!(s, StatusCode::OK, "{task}");
+    let update = json!({"taskId": task["taskId"], "workflowInstanceId": id, "status": "FAILED_WITH_TERMINAL_ERROR",
+                        "reasonForIncompletion": "poked too hard"});
+    let (s, v) = api.post("/api/tasks", update).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let waiting = |v: &Value, reference: &str| {
+        v["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["referenceTaskName"] == reference && t["status"] == "IN_PROGRESS")
+    };
+    let mut wf = Value::Null;
+    for _ in 0..200 {
+        wf = api.get(&format!("/api/workflow/{id}")).await.1;
+        if waiting(&wf, "first_approval") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let poke = wf["tasks"].as_array().unwrap().iter().find(|t| t["referenceTaskName"] == "poke").unwrap();
+    assert_eq!(poke["status"], "COMPLETED_WITH_ERRORS", "{wf}");
+    assert_eq!(wf["status"], "RUNNING");
+    assert!(wf["failedReferenceTaskNames"].as_array().unwrap().is_empty(), "an optional task's failure fails nothing");
+
+    // A HUMAN task by reference name; a FAILED update of a wait is refused and changes nothing.
+    let (s, _) = api.post(&format!("/api/tasks/{id}/first_approval/FAILED"), json!({})).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, v) = api.post(&format!("/api/tasks/{id}/first_approval/COMPLETED"), json!({"by": "ann"})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    for _ in 0..200 {
+        wf = api.get(&format!("/api/workflow/{id}")).await.1;
+        if waiting(&wf, "second_approval") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(wf["variables"], json!({"first": "ann"}), "{wf}");
+    // The other by the taskId the workflow lists, as an SDK's update_task does.
+    let second = wf["tasks"].as_array().unwrap().iter().find(|t| t["referenceTaskName"] == "second_approval").unwrap();
+    let update = json!({"taskId": second["taskId"], "workflowInstanceId": id, "status": "COMPLETED",
+                        "outputData": {"by": "bo"}});
+    let (s, v) = api.post("/api/tasks", update.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, _) = api.post("/api/tasks", update).await;
+    assert_eq!(s, StatusCode::CONFLICT, "the wait has ended: a second update changes nothing");
+    for _ in 0..200 {
+        wf = api.get(&format!("/api/workflow/{id}")).await.1;
+        if wf["status"] == "COMPLETED" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        (wf["status"].clone(), wf["output"].clone()),
+        (json!("COMPLETED"), json!({"first": "ann", "second": "bo"})),
+        "{wf}"
+    );
+    drop(p);
+}

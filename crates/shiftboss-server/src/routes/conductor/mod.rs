@@ -11,6 +11,7 @@ mod metadata;
 mod queues;
 mod tasks;
 mod token;
+mod waits;
 pub mod wire;
 mod workflows;
 
@@ -26,6 +27,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(tasks::poll))
         .routes(routes!(tasks::batch_poll))
         .routes(routes!(tasks::update))
+        .routes(routes!(waits::update_by_ref))
         .routes(routes!(queues::sizes))
         .routes(routes!(queues::poll_data))
         .routes(routes!(metadata::register_workflows, metadata::update_workflows, metadata::list_workflows))

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use shiftboss_core::model::{StepRecord, TaskRecord};
+use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{LeaseToken, StepId, StepState, TaskState};
 use shiftboss_store::ClaimedStep;
 use std::collections::BTreeMap;
@@ -116,7 +117,7 @@ pub fn polled(s: ClaimedStep, worker: &str) -> Task {
 }
 
 /// A step row as a workflow lists it.
-pub fn listed(s: &StepRecord, seq: u32, workflow: &TaskRecord) -> Task {
+pub fn listed(s: &StepRecord, seq: u32, workflow: &TaskRecord, def: Option<&WorkflowDef>) -> Task {
     let agent = s.kind == shiftboss_core::workflow::StepKind::Agent;
     let task_type = if agent { s.agent.clone() } else { s.kind.as_str().to_ascii_uppercase() };
     let ended = matches!(s.state, StepState::Processed | StepState::Error | StepState::Cancelled);
@@ -125,7 +126,11 @@ pub fn listed(s: &StepRecord, seq: u32, workflow: &TaskRecord) -> Task {
         task_def_name: task_type.clone(),
         task_type,
         reference_task_name: s.name.clone(),
-        status: step_status(s.state),
+        status: if optional(def, s) && s.state == StepState::Error {
+            "COMPLETED_WITH_ERRORS"
+        } else {
+            step_status(s.state)
+        },
         workflow_instance_id: s.task_id.to_string(),
         workflow_type: Some(workflow.workflow.clone()),
         input_data: object(Some(s.input.clone())),
@@ -147,6 +152,27 @@ pub fn listed(s: &StepRecord, seq: u32, workflow: &TaskRecord) -> Task {
 }
 
 /// Conductor's task status for a step state.
+/// An optional step: its failure failed nothing (Conductor's COMPLETED_WITH_ERRORS).
+fn optional(def: Option<&WorkflowDef>, s: &StepRecord) -> bool {
+    def.and_then(|d| d.find(shiftboss_core::decider::base_name(&s.name))).is_some_and(|d| d.optional)
+}
+
+/// The task's variables (Conductor's `variables`): the definition's initial ones, then what each
+/// set step set, in order.
+fn variables(def: Option<&WorkflowDef>, steps: &[StepRecord]) -> Map<String, Value> {
+    let mut vars = match def.and_then(|d| d.variables.as_ref()) {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    let set = shiftboss_core::workflow::StepKind::Set;
+    for s in steps.iter().filter(|s| s.kind == set && s.state == StepState::Processed) {
+        if let Value::Object(m) = &s.input {
+            vars.extend(m.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    vars
+}
+
 pub fn step_status(s: StepState) -> &'static str {
     match s {
         StepState::Pending => "SCHEDULED",
@@ -284,9 +310,17 @@ pub struct Workflow {
 }
 
 impl Workflow {
-    pub fn new(t: &TaskRecord, steps: Option<&[StepRecord]>, all_steps: &[StepRecord]) -> Workflow {
+    /// `def`, the task's definition when it could be read, tells optional steps and the initial
+    /// variables.
+    pub fn new(
+        t: &TaskRecord,
+        steps: Option<&[StepRecord]>,
+        all_steps: &[StepRecord],
+        def: Option<&WorkflowDef>,
+    ) -> Workflow {
         let ended = t.state.is_terminal();
-        let failed: Vec<&StepRecord> = all_steps.iter().filter(|s| s.state == StepState::Error).collect();
+        let failed: Vec<&StepRecord> =
+            all_steps.iter().filter(|s| s.state == StepState::Error && !optional(def, s)).collect();
         Workflow {
             workflow_id: t.id.to_string(),
             workflow_name: t.workflow.clone(),
@@ -304,12 +338,12 @@ impl Workflow {
             reason_for_incompletion: failed.first().and_then(|s| s.last_error.clone()),
             failed_reference_task_names: failed.iter().map(|s| s.name.clone()).collect(),
             task_to_domain: Map::new(),
-            variables: Map::new(),
+            variables: variables(def, all_steps),
             tasks: steps
                 .unwrap_or_default()
                 .iter()
                 .enumerate()
-                .map(|(i, s)| listed(s, u32::try_from(i + 1).unwrap_or(u32::MAX), t))
+                .map(|(i, s)| listed(s, u32::try_from(i + 1).unwrap_or(u32::MAX), t, def))
                 .collect(),
         }
     }

@@ -135,7 +135,10 @@ pub async fn get(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no workflow {id}")))?;
     let with_tasks = q.include_tasks.unwrap_or(true);
-    Ok(Json(Workflow::new(&d.task, with_tasks.then_some(&d.steps[..]), &d.steps)))
+    // The definition tells optional steps and the initial variables; a workflow still reads
+    // without it (a definition purged since).
+    let def = state.store().get_workflow(&d.task.workflow, Some(d.task.workflow_version)).await.ok().flatten();
+    Ok(Json(Workflow::new(&d.task, with_tasks.then_some(&d.steps[..]), &d.steps, def.as_ref())))
 }
 
 async fn act(
