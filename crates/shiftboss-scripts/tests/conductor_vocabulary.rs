@@ -131,3 +131,41 @@ async fn a_dynamic_fork_runs_the_tasks_the_data_names_and_its_join_gives_their_o
     );
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_realistic_definition_runs_to_the_end() {
+    let h = Harness::start_all(&["audit_trail.json", "payment_failed.json", "subscription_renewal.json"]).await;
+    let d = h.run("s-1", json!({"account": "A-1", "invoiceTask": "invoice_eu_vat"})).await;
+    assert_eq!(d.task.state, TaskState::Completed, "{:#?}", d.steps);
+    let out = d.task.output.clone().unwrap();
+    assert_eq!(out["total"], json!(72.0), "3 pro seats at 20, plus 20% tax");
+    assert_eq!((out["invoice"].clone(), out["charges"].clone()), (json!("EU-72.0"), json!(2)), "{out}");
+    assert_eq!(out["plan"], json!("pro"));
+    assert_eq!(step(&d, "fraud").state, StepState::Error, "optional: the workflow went on");
+    let audit = TaskId(out["audit"].as_i64().unwrap());
+    assert_eq!(h.ended(audit).await.task.state, TaskState::Completed, "the started audit ran on its own");
+
+    let d = h.run("s-2", json!({"account": "A-US", "pause": "0s"})).await;
+    assert_eq!(d.task.state, TaskState::Completed, "{:#?}", d.steps);
+    assert_eq!(d.task.output.as_ref().unwrap()["invoice"], json!("US-63.0"));
+
+    let d = h.run("s-3", json!({"account": "A-XX"})).await;
+    assert_eq!(d.task.state, TaskState::Failed);
+    let failed = d.events.iter().find(|e| e.kind == "task.failed").unwrap();
+    assert_eq!(failed.detail["reason"], json!("no invoicing for xx"));
+    assert!(d.events.iter().any(|e| e.kind == "task.failure_workflow_started"), "its failure workflow started");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_workflow_named_by_the_input_runs_and_a_task_def_s_input_template_fills_the_input() {
+    let h = Harness::start_all(&["audit_trail.json", "report_dispatch.json"]).await;
+    let d = h.run("r-1", json!({"month": "2026-10", "channel": "audit_trail"})).await;
+    assert_eq!(d.task.state, TaskState::Completed, "{:#?}", d.steps);
+    assert_eq!(d.task.output, Some(json!({"report": "R-2026-10-pdf", "delivered": true})));
+    assert_eq!(h.input_of("write"), json!({"order": "R-2026-10-pdf"}), "the child the input named ran");
+    let d = h.run("r-2", json!({"month": "2026-11", "channel": "no_such_flow"})).await;
+    assert_eq!(d.task.state, TaskState::Failed, "a workflow that is not registered fails the step");
+    assert!(step(&d, "deliver").last_error.as_deref().unwrap_or("").contains("not registered"), "{:#?}", d.steps);
+    h.stop().await;
+}

@@ -95,6 +95,25 @@ const WORKERS: &[(&str, Answer)] = &[
     ("watermark_image", |c| json!({"url": "mark.png", "text": c.input["text"]})),
     ("tag_image", |c| json!({"tagged": c.input["tag"]})),
     ("publish_image", |_| json!({"ok": true})),
+    ("load_account", |c| {
+        let region = if c.input["accountId"] == json!("A-US") {
+            "us"
+        } else if c.input["accountId"] == json!("A-XX") {
+            "xx"
+        } else {
+            "eu"
+        };
+        json!({"plan": "pro", "seats": 3, "region": region})
+    }),
+    ("fraud_check", |_| json!({"refuse": "fraud service down"})),
+    ("tax_lookup", |c| json!({"rate": if c.input["region"] == json!("eu") { 0.2 } else { 0.05 }})),
+    ("charge_card", |c| json!({"status": if c.input["attempt"] == json!(2) { "ok" } else { "declined" }})),
+    ("invoice_eu_vat", |c| json!({"number": format!("EU-{}", c.input["amount"])})),
+    ("invoice_us", |c| json!({"number": format!("US-{}", c.input["amount"])})),
+    (
+        "build_report",
+        |c| json!({"reportId": format!("R-{}-{}", c.input["month"].as_str().unwrap_or("?"), c.input["format"].as_str().unwrap_or("?"))}),
+    ),
 ];
 
 impl Harness {
