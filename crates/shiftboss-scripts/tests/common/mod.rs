@@ -107,7 +107,7 @@ const WORKERS: &[(&str, Answer)] = &[
     }),
     ("fraud_check", |_| json!({"refuse": "fraud service down"})),
     ("tax_lookup", |c| json!({"rate": if c.input["region"] == json!("eu") { 0.2 } else { 0.05 }})),
-    ("charge_card", |c| json!({"status": if c.input["attempt"] == json!(2) { "ok" } else { "declined" }})),
+    ("charge_subscription", |c| json!({"status": if c.input["attempt"] == json!(2) { "ok" } else { "declined" }})),
     ("invoice_eu_vat", |c| json!({"number": format!("EU-{}", c.input["amount"])})),
     ("invoice_us", |c| json!({"number": format!("US-{}", c.input["amount"])})),
     (
@@ -146,6 +146,10 @@ impl Harness {
             .agent("inline", InlineAgent::new(js, 2))
             .agent("jq", JqAgent::new(worker, JqLimits::default()))
             .config(config);
+        let mut names: Vec<&str> = WORKERS.iter().map(|(n, _)| *n).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), WORKERS.len(), "a stand-in worker named twice answers for both");
         for (name, answer) in WORKERS {
             builder = builder.agent(*name, Worker { answer: *answer, calls: calls.clone() });
         }
