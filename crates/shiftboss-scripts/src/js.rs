@@ -54,7 +54,9 @@ pub fn evaluate(script: &str, input: &serde_json::Value, limits: &JsLimits) -> R
     let out = evaluate_in(&runtime, script, input, limits);
     // A script that threw leaves the runtime as it found it once its context is gone; one that
     // ran out of time or memory, or broke the engine, may not.
-    if matches!(out, Ok(_) | Err(ScriptError::Threw(_) | ScriptError::Result(_) | ScriptError::Input(_))) {
+    // Nor is one that holds jobs a script queued (a promise's): they would run in the next.
+    let clean = matches!(out, Ok(_) | Err(ScriptError::Threw(_) | ScriptError::Result(_) | ScriptError::Input(_)));
+    if clean && !runtime.is_job_pending() {
         runtime.run_gc();
         RUNTIME.with(|r| *r.borrow_mut() = Some(runtime));
     }
@@ -80,7 +82,12 @@ fn evaluate_in(
         }
         late
     })));
-    let context = Context::full(runtime).map_err(engine)?;
+    // The language's objects that scripts compute with (promises too: `import()` makes one); not
+    // Proxy, typed arrays, weak references or `performance`, which a script that maps JSON to JSON
+    // has no use for and which cost each context's making.
+    use rquickjs::context::intrinsic::{Date, Eval, Json, MapSet, Promise, RegExp, RegExpCompiler};
+    let context =
+        Context::custom::<(Date, Eval, RegExpCompiler, RegExp, Json, MapSet, Promise)>(runtime).map_err(engine)?;
     let input = serde_json::to_string(input).map_err(|e| ScriptError::Input(e.to_string()))?;
     let out = context.with(|ctx| run(&ctx, script, &input, limits));
     match out {

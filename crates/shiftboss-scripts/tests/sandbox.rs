@@ -137,3 +137,17 @@ async fn a_jq_filter_that_runs_for_ever_or_allocates_without_end_is_stopped() {
     let e = p.run("range(1000)", &json!({})).await.unwrap_err();
     assert!(matches!(&e, ScriptError::Jq(m) if m.contains("1000 bytes")), "{e}");
 }
+
+#[test]
+fn scripts_on_one_thread_never_see_each_other_and_a_stopped_one_spoils_nothing() {
+    // Evaluations on one thread share its runtime (kept between them), never a context.
+    let set = "var leaked = 1; globalThis.also = 2; Array.prototype.evil = 3; Object.prototype.bad = 4; 'set'";
+    assert_eq!(js(set, json!({})).unwrap(), json!("set"));
+    let look = "typeof leaked + ',' + typeof also + ',' + typeof [].evil + ',' + typeof ({}).bad";
+    assert_eq!(js(look, json!({})).unwrap(), json!("undefined,undefined,undefined,undefined"));
+    let limits = JsLimits { time: std::time::Duration::from_millis(50), ..JsLimits::default() };
+    assert!(matches!(evaluate("while (true) {}", &json!({}), &limits), Err(ScriptError::TimedOut(_))));
+    let e = js("var a = []; while (true) { a.push(new Array(10000).fill('x')); }", json!({})).unwrap_err();
+    assert_eq!(e, ScriptError::OutOfMemory(JsLimits::default().memory), "{e}");
+    assert_eq!(js("$.a + 1", json!({"a": 41})).unwrap(), json!(42), "the next evaluation runs as the first did");
+}
