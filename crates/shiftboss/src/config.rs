@@ -89,6 +89,9 @@
 //! connect_timeout = "5s"
 //! call_timeout = "60s"             # the whole call, within the step's complete-by
 //!
+//! [events]                         # the event agent: steps with "agent": "event" (docs/events.md)
+//! nats_url = "nats://127.0.0.1:4222"  # the NATS server of nats: and jetstream: sinks, connected on first use
+//!
 //! [agents.stock]                   # an HTTP agent wrapping one service (a job handler is an agent)
 //! base_url = "https://stock.internal:8443"
 //! ca_bundle = "/etc/shiftboss/stock-ca.pem"  # this agent's TLS settings, instead of [outbound]'s
@@ -113,6 +116,7 @@ use shiftboss_core::retry::RetryPolicy;
 use shiftboss_core::time::serde_duration;
 use shiftboss_engine::outbound::{AllowList, Limits, OutboundConfig, Secrets, TlsConfig};
 use shiftboss_engine::{ClientConfig, HandlerDefaults, PollMode};
+use shiftboss_events::EventsConfig;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -142,6 +146,8 @@ pub struct FileConfig {
     pub webhooks: WebhooksSection,
     #[serde(default)]
     pub alerts: AlertsSection,
+    #[serde(default)]
+    pub events: EventsSection,
     #[serde(default, alias = "handlers")]
     pub agents: BTreeMap<String, AgentSection>,
 }
@@ -262,6 +268,22 @@ pub struct StoreSection {
     pub connect_timeout: Option<Duration>,
     #[serde(default, with = "serde_duration::option")]
     pub wait: Option<Duration>,
+}
+
+/// The event agent's settings (its webhooks go out under `[outbound]`'s guard).
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsSection {
+    /// The NATS server (default `nats://127.0.0.1:4222`); it may hold a user and password.
+    pub nats_url: Option<String>,
+}
+
+impl std::fmt::Debug for EventsSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may carry credentials, and configs get printed.
+        let shown = self.nats_url.as_ref().map(|_| "[set]");
+        f.debug_struct("EventsSection").field("nats_url", &shown).finish()
+    }
 }
 
 /// Outbound calls: the SSRF guard's allow-list, TLS, secrets and bounds.
@@ -444,6 +466,15 @@ impl FileConfig {
         })
     }
 
+    /// The event agent's settings: the file's `[events]` over the defaults.
+    pub fn events(&self) -> EventsConfig {
+        let mut c = EventsConfig::default();
+        if let Some(url) = &self.events.nats_url {
+            c.nats_url = url.clone();
+        }
+        c
+    }
+
     /// The store bounds: `flags` (flags and environment) over the file's `[store]`, over the defaults.
     pub fn store_bounds(&self, flags: &StoreSection) -> anyhow::Result<StoreBounds> {
         let d = StoreBounds::default();
@@ -524,6 +555,7 @@ mod tests {
         assert!(c.outbound(&["not a host".to_owned()]).unwrap_err().to_string().contains("not a host"));
         assert!(matches!(c.agents["stock"].retry, Some(RetryPolicy::Exponential { .. })));
         assert_eq!(c.archive.after, Some(Duration::from_secs(3600)));
+        assert_eq!(c.events().nats_url, "nats://127.0.0.1:4222");
         assert!(c.server_enabled());
         let client = c.client().unwrap();
         assert!(matches!(&client.balance, Balance::Weighted { shares } if shares.len() == 2 && shares[0].weight == 2));
@@ -585,6 +617,17 @@ mod tests {
         let shown = format!("{c:?} {:?}", c.alerts.sinks().unwrap());
         assert!(!shown.contains("tok3n") && !shown.contains("MfKQ9r8"), "{shown}");
         assert!(shown.contains("Webhook"), "{shown}");
+    }
+
+    #[test]
+    fn the_events_section_names_the_nats_server_and_never_shows_its_credentials() {
+        let c: FileConfig = toml::from_str("").unwrap();
+        assert_eq!(c.events().nats_url, shiftboss_events::DEFAULT_NATS_URL);
+        let c: FileConfig = toml::from_str("[events]\nnats_url = \"nats://svc:hunter2@nats.internal:4222\"\n").unwrap();
+        assert_eq!(c.events().nats_url, "nats://svc:hunter2@nats.internal:4222");
+        assert!(!format!("{c:?}").contains("hunter2"));
+        let e = toml::from_str::<FileConfig>("[events]\nnats = \"x\"\n").unwrap_err().to_string();
+        assert!(e.contains("nats"), "{e}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use shiftboss_engine::outbound::{Outbound, TlsConfig};
 use shiftboss_engine::{BucketPolicy, Engine, EngineConfig, HttpAgent, PollMode, Roles};
+use shiftboss_events::{EVENT_AGENT, EventAgent};
 use shiftboss_scripts::jq::{JqLimits, WorkerCommand};
 use shiftboss_scripts::{InlineAgent, JqAgent};
 use shiftboss_server::bootstrap::{BOOTSTRAP_NAME, Bootstrap, ensure_admin_token};
@@ -336,6 +337,10 @@ impl ServeArgs {
         builder = builder
             .agent(shiftboss_scripts::agents::INLINE_AGENT, InlineAgent::default())
             .agent(shiftboss_scripts::agents::JQ_AGENT, JqAgent::new(jq_worker, JqLimits::default()));
+        // Conductor's EVENT tasks: messages to NATS, JetStream or a webhook. It connects to NATS on
+        // first use, so a NATS that is down fails those steps (transiently), not this process.
+        let events = EventAgent::new(&file.events(), outbound.clone()).context("[events]")?;
+        builder = builder.agent(EVENT_AGENT, events);
         if let Some(p) = &file.retry {
             builder = builder.default_retry(p.clone());
         }
