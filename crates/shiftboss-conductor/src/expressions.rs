@@ -136,7 +136,7 @@ impl Importer {
         };
         match (info.ty, first) {
             (Type::Simple | Type::SubWorkflow | Type::Inline | Type::Lambda | Type::JqTransform | Type::Dynamic, _)
-            | (Type::SetVariable, _)
+            | (Type::SetVariable | Type::Event, _)
             | (Type::Wait | Type::Human | Type::Noop | Type::ExclusiveJoin, "output") => Ok(render(root, segs)),
             (Type::StartWorkflow, "output") => match rest {
                 [Seg::Name(w)] if w == "workflowId" => Ok(format!("{root}.output.task_id")),

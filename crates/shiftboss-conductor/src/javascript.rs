@@ -90,7 +90,9 @@ fn js_tokens(src: &str) -> Result<Vec<Js>, String> {
             let text = &src[start..i];
             if text.parse::<f64>().is_err() || text.ends_with('.') || b.get(i).is_some_and(|c| c.is_ascii_alphabetic())
             {
-                return Err(format!("the number `{}` is not supported", &src[start..(i + 1).min(src.len())]));
+                // The number and the character after it, which may be more than one byte.
+                let shown = src[start..].char_indices().map(|(k, ch)| start + k + ch.len_utf8()).find(|end| *end > i);
+                return Err(format!("the number `{}` is not supported", &src[start..shown.unwrap_or(src.len())]));
             }
             out.push(Js::Num(text.to_owned()));
         } else if c == b'\'' || c == b'"' {
@@ -240,4 +242,14 @@ fn matching_paren(toks: &[Js], open: usize) -> Option<usize> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_number_before_a_wide_character_is_refused_without_a_panic() {
+        // Found by the import property test: the message cut a character in two.
+        let e = super::js_tokens("$.loop['iteration'] < 3.\u{54fa0}").unwrap_err();
+        assert!(e.contains("3.\u{54fa0}"), "{e}");
+    }
 }

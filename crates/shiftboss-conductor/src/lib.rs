@@ -179,6 +179,7 @@ use shiftboss_core::workflow::parse::MAX_DEFINITION_BYTES;
 use shiftboss_core::workflow::{DefinitionError, WorkflowDef};
 
 pub use scripts::{INLINE_AGENT, JQ_AGENT};
+pub use system_tasks::EVENT_AGENT;
 
 /// An error at a place of the Conductor document (the core's constructor is its own).
 pub(crate) fn err(path: impl Into<String>, problem: impl Into<String>) -> DefinitionError {

@@ -1,7 +1,10 @@
 //! The system tasks that the engine does itself, without an agent: SET_VARIABLE and NOOP (set
 //! steps), HUMAN (a wait for a signal), EXCLUSIVE_JOIN (a set step whose output is the joined
-//! task's), START_WORKFLOW (a start_workflow step), and DYNAMIC (an agent step whose agent is
-//! chosen at run time).
+//! task's), START_WORKFLOW (a start_workflow step), DYNAMIC (an agent step whose agent is
+//! chosen at run time), and EVENT (a step of the [`EVENT_AGENT`], provided by `shiftboss-events`).
+
+/// The agent that publishes EVENT tasks' messages (`shiftboss-events`, registered by `serve`).
+pub const EVENT_AGENT: &str = "event";
 
 use super::document::{is_empty, opt_str, opt_u64};
 use super::expressions::{Seg, wrap_expr};
@@ -144,6 +147,44 @@ impl Importer {
         self.apply_task_def(&mut step, t, at, None, loops)?;
         self.note(at, "the agent is the task type the input gives when the step starts (SIMPLE task types only)");
         Ok(step)
+    }
+
+    /// EVENT: the input parameters are the message; `sink` says where it goes. Conductor's
+    /// `nats:` sink maps as it is, `nats_stream:` (NATS Streaming, whose successor is JetStream)
+    /// to `jetstream:`; shiftboss's own `jetstream:` and `webhook:` are taken too.
+    pub(super) fn event(
+        &mut self,
+        t: &Map<String, Value>,
+        at: &str,
+        loops: &[String],
+    ) -> Result<StepDef, DefinitionError> {
+        let spath = format!("{at}.sink");
+        let sink = opt_str(t, "sink", at)?
+            .filter(|s| !s.trim().is_empty())
+            .ok_or_else(|| err(&spath, "an EVENT task names its sink"))?;
+        if sink.contains("${") {
+            return Err(err(spath, "a sink computed at run time is not supported: name it in the definition"));
+        }
+        let sink = match sink.split_once(':') {
+            Some(("nats" | "jetstream" | "webhook", _)) => sink.to_owned(),
+            Some(("nats_stream", subject)) => {
+                self.note(
+                    &spath,
+                    "NATS Streaming is retired: the message goes to JetStream (a stream must capture the subject)",
+                );
+                format!("jetstream:{subject}")
+            }
+            _ => {
+                return Err(err(
+                    spath,
+                    format!(
+                        "the sink {sink:?} is not supported: use nats:<subject>, nats_stream:<subject> (JetStream), or shiftboss's jetstream:<subject> or webhook:<url>"
+                    ),
+                ));
+            }
+        };
+        let input = self.input_parameters(t, at, loops)?;
+        Ok(StepDef::agent("", EVENT_AGENT).with_config(json!({"sink": sink})).with_input(input))
     }
 
     /// A name given outright, or one `${...}` rewritten to ours.

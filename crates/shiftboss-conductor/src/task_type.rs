@@ -38,6 +38,8 @@ pub(super) enum Type {
     Dynamic,
     /// FORK_JOIN_DYNAMIC (with its JOIN): a fork_each.
     ForkDynamic,
+    /// EVENT: a step of the `event` agent.
+    Event,
 }
 
 impl Type {
@@ -64,9 +66,10 @@ impl Type {
             "START_WORKFLOW" => Type::StartWorkflow,
             "DYNAMIC" => Type::Dynamic,
             "FORK_JOIN_DYNAMIC" => Type::ForkDynamic,
+            "EVENT" => Type::Event,
             other => {
                 let hint = match other {
-                    "EVENT" | "KAFKA_PUBLISH" => ": publish from an agent",
+                    "KAFKA_PUBLISH" => ": publish with an EVENT task to NATS or a webhook, or from an agent",
                     _ => "",
                 };
                 return Err(err(path, format!("the Conductor task type {other:?} is not supported{hint}")));
@@ -95,6 +98,7 @@ impl Type {
             Type::StartWorkflow => "START_WORKFLOW",
             Type::Dynamic => "DYNAMIC",
             Type::ForkDynamic => "FORK_JOIN_DYNAMIC",
+            Type::Event => "EVENT",
         }
     }
 }

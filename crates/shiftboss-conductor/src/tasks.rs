@@ -39,7 +39,7 @@ const TASK_TYPED: &[(&str, &[Type])] = &[
     ("loopCondition", &[Type::DoWhile]),
     ("loopOver", &[Type::DoWhile]),
     ("subWorkflowParam", &[Type::SubWorkflow]),
-    ("sink", &[]),
+    ("sink", &[Type::Event]),
     ("dynamicTaskNameParam", &[Type::Dynamic]),
     ("dynamicForkTasksParam", &[Type::ForkDynamic]),
     ("dynamicForkTasksInputParamName", &[Type::ForkDynamic]),
@@ -82,7 +82,7 @@ impl Importer {
                 self.note(format!("{at}.{field}"), format!("ignored: {why}"));
             }
         }
-        if !matches!(ty, Type::Simple | Type::Http | Type::Dynamic) {
+        if !matches!(ty, Type::Simple | Type::Http | Type::Dynamic | Type::Event) {
             for field in ["retryCount", "taskDefinition"] {
                 if t.get(field).is_some_and(|v| !is_empty(v)) {
                     self.note(format!("{at}.{field}"), format!("ignored: a {} task is no agent step", ty.name()));
@@ -123,6 +123,7 @@ impl Importer {
             Type::StartWorkflow => self.start_workflow(t, at, loops)?,
             Type::Dynamic => self.dynamic(t, at, loops)?,
             Type::ForkDynamic => self.fork_dynamic(t, &name, at, loops)?,
+            Type::Event => self.event(t, at, loops)?,
             Type::Join => unreachable!("a JOIN is handled with its FORK_JOIN"),
         };
         step.name = name;

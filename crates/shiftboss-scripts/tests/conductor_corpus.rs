@@ -28,6 +28,7 @@ fn every_definition_of_the_corpus_imports_and_a_test_runs_it() {
         here.join("tests/conductor_vocabulary.rs"),
         here.join("../shiftboss-conductor/tests/conductor.rs"),
         here.join("../shiftboss-engine/tests/workflows.rs"),
+        here.join("../shiftboss-events/tests/conductor_event.rs"),
     ]
     .iter()
     .map(|p| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))

@@ -92,6 +92,11 @@ impl Harness {
     }
 
     /// Registers a workflow of one `event` step with this config and input template.
+    /// Registers a definition as it is (an imported Conductor one, say).
+    pub async fn register_def(&self, def: &WorkflowDef) -> Result<(), String> {
+        self.engine.register_workflow(def).await.map(|_| ()).map_err(|e| e.to_string())
+    }
+
     pub async fn register(&self, name: &str, config: Value, input: Value) -> Result<(), String> {
         let def: WorkflowDef = serde_json::from_value(json!({
             "name": name,
