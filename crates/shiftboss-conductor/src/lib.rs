@@ -80,6 +80,9 @@
 //! - DYNAMIC: an agent step whose agent is `${...}` of the parameter `dynamicTaskNameParam` names,
 //!   chosen when the step starts (SIMPLE task types only).
 //! - SUB_WORKFLOW's `subWorkflowParam.name` may be one `${...}` (its newest version runs).
+//! - EVENT: a step of [`EVENT_AGENT`] (provided by `shiftboss-events`) with config `{sink}`:
+//!   `nats:` as it is, `nats_stream:` as `jetstream:`, `jetstream:` and `webhook:`; the input
+//!   parameters are the message.
 //!
 //! Expressions in input parameters: `${workflow.input...}` → `${task.input...}`,
 //! `${workflow.variables...}` → `${task.variables...}`, `${workflow.workflowType}` →
@@ -133,7 +136,8 @@
 //!
 //! # What is refused
 //!
-//! Task types other than those above (EVENT, KAFKA_PUBLISH, ...) with the path `tasks[i].type`; a
+//! Task types other than those above (KAFKA_PUBLISH, ...) with the path `tasks[i].type`; an EVENT
+//! to another sink, at `tasks[i].sink`; a
 //! JOIN whose `joinOn` names no branch's last task; a JOIN not right after its fork;
 //! TERMINATED as a termination status; an inline sub-workflow definition; DO_WHILE over `items`; a `taskReferenceName` that is not one of our names (1 to 100 of
 //! `A-Z a-z 0-9 - _ . :`), is `task` (our expressions' root for the task), or that an expression
