@@ -44,7 +44,12 @@ pub(super) struct Importer {
     /// The JOIN of each FORK_JOIN_DYNAMIC, by reference name, with the fork's: its output is the
     /// fork_each's.
     pub(super) dynamic_joins: HashMap<String, String>,
+    /// The definitions given inline in SUB_WORKFLOW tasks (theirs first).
+    pub(super) sub_workflows: Vec<WorkflowDef>,
 }
+
+/// The most definitions one document may give inline: each is a workflow to register.
+const MAX_INLINE_WORKFLOWS: usize = 64;
 
 // Field lists: what the importer reads, what it ignores knowingly, what it notes when set.
 const WF_READ: &[&str] = &[
@@ -95,6 +100,7 @@ impl Importer {
             generated: BTreeSet::new(),
             before: Vec::new(),
             dynamic_joins: HashMap::new(),
+            sub_workflows: Vec::new(),
         };
         for (n, d) in defs.into_iter().enumerate() {
             let path = format!("taskDefs[{n}]");
@@ -117,6 +123,41 @@ impl Importer {
     }
 
     pub(super) fn workflow(mut self, wf: &Value) -> Result<ConductorImport, DefinitionError> {
+        let def = self.define(wf)?;
+        let unused: Vec<(String, String)> = self
+            .defs
+            .iter()
+            .filter(|d| !d.used)
+            .map(|d| (d.path.clone(), d.def.get("name").and_then(Value::as_str).unwrap_or("").to_owned()))
+            .collect();
+        for (path, name) in unused {
+            self.note(path, format!("the TaskDef {name:?} is used by no task of this workflow"));
+        }
+        Ok(ConductorImport { workflow: def, sub_workflows: self.sub_workflows, limits: self.limits, notes: self.notes })
+    }
+
+    /// A sub-workflow's definition given inline (`subWorkflowParam.workflowDefinition`), imported
+    /// with the same TaskDefs; errors and notes at its place in this document. Its definition (and
+    /// any inline in it) is registered before this one. Its name and version.
+    pub(super) fn inline_workflow(&mut self, doc: &Value, at: &str) -> Result<(String, u32), DefinitionError> {
+        let mut child = Importer::new(self.defs.iter().map(|d| Value::Object(d.def.clone())).collect())?;
+        let def = child.define(doc).map_err(|e| err(format!("{at}.{}", e.path), e.problem))?;
+        for (mine, theirs) in self.defs.iter_mut().zip(&child.defs) {
+            mine.used |= theirs.used;
+        }
+        self.notes.extend(child.notes.into_iter().map(|n| format!("{at}.{n}")));
+        self.limits.extend(child.limits);
+        if self.sub_workflows.len() + child.sub_workflows.len() >= MAX_INLINE_WORKFLOWS {
+            return Err(err(at, format!("at most {MAX_INLINE_WORKFLOWS} workflows may be given inline")));
+        }
+        self.sub_workflows.extend(child.sub_workflows);
+        let named = (def.name.clone(), def.version);
+        self.sub_workflows.push(def);
+        Ok(named)
+    }
+
+    /// Reads a WorkflowDef into ours, checked.
+    fn define(&mut self, wf: &Value) -> Result<WorkflowDef, DefinitionError> {
         let m = wf.as_object().ok_or_else(|| err("document", "a Conductor WorkflowDef is a JSON object"))?;
         for (k, v) in m {
             let k = k.as_str();
@@ -193,16 +234,7 @@ impl Importer {
             Some(_) => return Err(err("outputParameters", "must be an object")),
         }
         def.validate().map_err(|e| self.relocate(e))?;
-        let unused: Vec<(String, String)> = self
-            .defs
-            .iter()
-            .filter(|d| !d.used)
-            .map(|d| (d.path.clone(), d.def.get("name").and_then(Value::as_str).unwrap_or("").to_owned()))
-            .collect();
-        for (path, name) in unused {
-            self.note(path, format!("the TaskDef {name:?} is used by no task of this workflow"));
-        }
-        Ok(ConductorImport { workflow: def, limits: self.limits, notes: self.notes })
+        Ok(def)
     }
 
     /// Records every task reference name (type and enclosing loops) before any task is mapped, so

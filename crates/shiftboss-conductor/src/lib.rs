@@ -79,7 +79,9 @@
 //!   `version`, `input`); its `output.workflowId` reads as `output.task_id`.
 //! - DYNAMIC: an agent step whose agent is `${...}` of the parameter `dynamicTaskNameParam` names,
 //!   chosen when the step starts (SIMPLE task types only).
-//! - SUB_WORKFLOW's `subWorkflowParam.name` may be one `${...}` (its newest version runs).
+//! - SUB_WORKFLOW's `subWorkflowParam.name` may be one `${...}` (its newest version runs); a
+//!   `workflowDefinition` given inline is imported with the same TaskDefs (errors and notes at its
+//!   place) into [`ConductorImport::sub_workflows`], to register before the workflow.
 //! - EVENT: a step of [`EVENT_AGENT`] (provided by `shiftboss-events`) with config `{sink}`:
 //!   `nats:` as it is, `nats_stream:` as `jetstream:`, `jetstream:` and `webhook:`; the input
 //!   parameters are the message.
@@ -139,7 +141,8 @@
 //! Task types other than those above (KAFKA_PUBLISH, ...) with the path `tasks[i].type`; an EVENT
 //! to another sink, at `tasks[i].sink`; a
 //! JOIN whose `joinOn` names no branch's last task; a JOIN not right after its fork;
-//! TERMINATED as a termination status; an inline sub-workflow definition; DO_WHILE over `items`; a `taskReferenceName` that is not one of our names (1 to 100 of
+//! TERMINATED as a termination status; a `workflowDefinition` that is not an object; DO_WHILE over
+//! `items`; a `taskReferenceName` that is not one of our names (1 to 100 of
 //! `A-Z a-z 0-9 - _ . :`), is `task` (our expressions' root for the task), or that an expression
 //! reads although it is not an expression name (letters, digits, `_`).
 //!
@@ -195,6 +198,9 @@ pub(crate) fn err(path: impl Into<String>, problem: impl Into<String>) -> Defini
 pub struct ConductorImport {
     /// The definition, valid.
     pub workflow: WorkflowDef,
+    /// The definitions its SUB_WORKFLOW tasks gave inline (and theirs, first), each valid: register
+    /// them before `workflow`, which names them.
+    pub sub_workflows: Vec<WorkflowDef>,
     /// Limits the TaskDefs set, per agent: set them on the agents (shiftboss has no per-step limits).
     pub limits: Vec<AgentLimits>,
     /// What was dropped or approximated, one line each, starting with the place (`tasks[2].x: ...`).

@@ -194,11 +194,19 @@ impl Importer {
             Some(Value::Object(p)) => p,
             _ => return Err(err(&ppath, "a SUB_WORKFLOW needs subWorkflowParam")),
         };
-        if p.get("workflowDefinition").is_some_and(|v| !is_empty(v)) {
-            return Err(err(
-                format!("{ppath}.workflowDefinition"),
-                "an inline sub-workflow definition is not supported: import and register it, then name it",
-            ));
+        if let Some(doc) = p.get("workflowDefinition").filter(|v| !is_empty(v)) {
+            let dpath = format!("{ppath}.workflowDefinition");
+            if !doc.is_object() {
+                return Err(err(
+                    dpath,
+                    "an inline definition is a WorkflowDef object (one computed at run time is not supported)",
+                ));
+            }
+            let (name, version) = self.inline_workflow(doc, &dpath)?;
+            let mut step = StepDef::sub_workflow("", name);
+            step.workflow_version = Some(version);
+            step.input = Some(self.input_parameters(t, at, loops)?);
+            return Ok(step);
         }
         let name = opt_str(p, "name", &ppath)?.ok_or_else(|| err(format!("{ppath}.name"), "missing"))?;
         // A name may come from an expression, chosen when the step starts (Conductor's dynamic

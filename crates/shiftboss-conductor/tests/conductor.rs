@@ -438,8 +438,7 @@ fn unsupported_task_types_are_refused_at_their_place() {
         refused("image_pipeline.json", |v| v["tasks"][1]["forkTasks"][1][0]["type"] = json!("FORK_JOIN_DYNAMIC"));
     assert_eq!(path, "tasks[1].forkTasks[1][0]", "a dynamic fork needs its JOIN and its parameters");
     assert!(problem.contains("FORK_JOIN_DYNAMIC"), "{problem}");
-    let (path, problem) =
-        refused("image_pipeline.json", |v| v["tasks"][1]["forkTasks"][1][0]["type"] = json!("EVENT"));
+    let (path, problem) = refused("image_pipeline.json", |v| v["tasks"][1]["forkTasks"][1][0]["type"] = json!("EVENT"));
     assert_eq!(path, "tasks[1].forkTasks[1][0].sink", "an EVENT names its sink");
     assert!(problem.contains("sink"), "{problem}");
     let (path, _) = refused("order_fulfillment.json", |v| {
@@ -617,7 +616,10 @@ fn workflow_and_task_features_without_an_equivalent_are_refused() {
     let (path, _) = refused("monthly_report.json", |v| {
         v["tasks"][2]["decisionCases"]["print"][1]["subWorkflowParam"]["workflowDefinition"] = json!({"name": "x"})
     });
-    assert_eq!(path, "tasks[2].decisionCases.print[1].subWorkflowParam.workflowDefinition");
+    assert_eq!(
+        path, "tasks[2].decisionCases.print[1].subWorkflowParam.workflowDefinition.tasks",
+        "at its place inside"
+    );
 }
 
 #[test]

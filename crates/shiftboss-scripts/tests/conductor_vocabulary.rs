@@ -169,3 +169,13 @@ async fn a_sub_workflow_named_by_the_input_runs_and_a_task_def_s_input_template_
     assert!(step(&d, "deliver").last_error.as_deref().unwrap_or("").contains("not registered"), "{:#?}", d.steps);
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_workflows_given_inline_are_registered_and_run() {
+    let h = Harness::start("gift_wrap.json").await;
+    let d = h.run("g-1", json!({"item": "book"})).await;
+    assert_eq!(d.task.state, TaskState::Completed, "{:#?}", d.steps);
+    assert_eq!(d.task.output, Some(json!({"wrapped": {"paper": "red for book", "tagged": true}})));
+    assert_eq!(h.input_of("write"), json!({"order": "book"}), "the inline definition's own inline child ran");
+    h.stop().await;
+}

@@ -110,6 +110,7 @@ const WORKERS: &[(&str, Answer)] = &[
     ("charge_subscription", |c| json!({"status": if c.input["attempt"] == json!(2) { "ok" } else { "declined" }})),
     ("invoice_eu_vat", |c| json!({"number": format!("EU-{}", c.input["amount"])})),
     ("invoice_us", |c| json!({"number": format!("US-{}", c.input["amount"])})),
+    ("choose_paper", |c| json!({"paper": format!("red for {}", c.input["item"].as_str().unwrap_or("?"))})),
     (
         "build_report",
         |c| json!({"reportId": format!("R-{}-{}", c.input["month"].as_str().unwrap_or("?"), c.input["format"].as_str().unwrap_or("?"))}),
@@ -155,6 +156,9 @@ impl Harness {
         }
         let engine = builder.build().unwrap();
         for import in &imports {
+            for sub in &import.sub_workflows {
+                engine.register_workflow(sub).await.expect("a definition given inline registers");
+            }
             engine.register_workflow(&import.workflow).await.expect("the imported definition registers");
         }
         let running = Some(engine.start());

@@ -76,8 +76,18 @@ async fn register(state: &AppState, req: Request, dry_run: bool) -> Result<Respo
     if text.trim().is_empty() {
         return Err(ApiError::invalid("the body is empty: send a definition"));
     }
-    let (def, notes) = read(text, yaml)?;
+    let (def, inline, notes) = read(text, yaml)?;
+    // Everything is checked before anything is registered; sub-workflows a Conductor definition
+    // gives inline are registered first, as it names them.
+    for sub in &inline {
+        state.engine.check_workflow(sub)?;
+    }
     state.engine.check_workflow(&def)?;
+    if !dry_run {
+        for sub in &inline {
+            state.engine.register_workflow(sub).await?;
+        }
+    }
     let (status, outcome) = if dry_run {
         (StatusCode::OK, "valid")
     } else {
@@ -90,8 +100,9 @@ async fn register(state: &AppState, req: Request, dry_run: bool) -> Result<Respo
     Ok((status, Json(body)).into_response())
 }
 
-/// Reads a definition in whichever format it is, with the importer's notes.
-fn read(text: &str, yaml: bool) -> Result<(WorkflowDef, Vec<String>), ApiError> {
+/// Reads a definition in whichever format it is, with the definitions it gives inline and the
+/// importer's notes.
+fn read(text: &str, yaml: bool) -> Result<(WorkflowDef, Vec<WorkflowDef>, Vec<String>), ApiError> {
     if !yaml && conductor::looks_like_conductor(text) {
         let import = conductor::from_conductor(text)
             .map_err(|e| ApiError::invalid(format!("not a Conductor definition shiftboss can run: {e}")))?;
@@ -102,10 +113,13 @@ fn read(text: &str, yaml: bool) -> Result<(WorkflowDef, Vec<String>), ApiError> 
                 l.agent, l.max_concurrent, l.per_second
             ));
         }
-        return Ok((import.workflow, notes));
+        for sub in &import.sub_workflows {
+            notes.push(format!("workflow {} v{} was given inline: registered first", sub.name, sub.version));
+        }
+        return Ok((import.workflow, import.sub_workflows, notes));
     }
     let def = if yaml { WorkflowDef::from_yaml(text) } else { WorkflowDef::from_json(text) };
-    def.map(|d| (d, Vec::new())).map_err(|e| ApiError::invalid(format!("invalid definition: {e}")))
+    def.map(|d| (d, Vec::new(), Vec::new())).map_err(|e| ApiError::invalid(format!("invalid definition: {e}")))
 }
 
 /// Every registered definition, by name then version.

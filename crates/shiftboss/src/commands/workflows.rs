@@ -40,7 +40,12 @@ impl WorkflowsCommand {
             WorkflowsCommand::Apply { file, task_defs, dry_run } => {
                 // Read and checked here, whichever way it goes: a Conductor definition is
                 // imported (with its TaskDefs, and notes) before anything is sent or written.
-                let def = read_definition(&file, &task_defs)?;
+                let (def, inline) = read_definition(&file, &task_defs)?;
+                // Sub-workflows a Conductor definition gives inline go first: it names them.
+                for sub in &inline {
+                    let r = b.register_workflow(sub, dry_run).await?;
+                    println!("workflow {} v{} (given inline): {}", r.name, r.version, r.outcome);
+                }
                 let r = b.register_workflow(&def, dry_run).await?;
                 for note in &r.notes {
                     eprintln!("note: {note}");
@@ -83,8 +88,9 @@ fn print_list(all: &[Workflow]) {
     }
 }
 
-/// Reads and checks a definition file, in whichever format it is.
-pub fn read_definition(file: &PathBuf, task_defs: &[PathBuf]) -> anyhow::Result<WorkflowDef> {
+/// Reads and checks a definition file, in whichever format it is; with the definitions a
+/// Conductor one gives inline for its sub-workflows, to register first.
+pub fn read_definition(file: &PathBuf, task_defs: &[PathBuf]) -> anyhow::Result<(WorkflowDef, Vec<WorkflowDef>)> {
     let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     if text.trim().is_empty() {
         // Else the reader sees a document of nothing (YAML's null) and names a type instead.
@@ -107,10 +113,11 @@ pub fn read_definition(file: &PathBuf, task_defs: &[PathBuf]) -> anyhow::Result<
                 l.agent
             );
         }
-        return Ok(import.workflow);
+        return Ok((import.workflow, import.sub_workflows));
     }
     if !task_defs.is_empty() {
         bail!("--task-defs applies to Conductor definitions only; {} is not one", file.display());
     }
-    WorkflowDef::from_text(&text).with_context(|| format!("{}: invalid definition", file.display()))
+    let def = WorkflowDef::from_text(&text).with_context(|| format!("{}: invalid definition", file.display()))?;
+    Ok((def, Vec::new()))
 }

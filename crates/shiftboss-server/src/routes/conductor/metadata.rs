@@ -96,7 +96,14 @@ async fn register(state: &AppState, doc: Value) -> Result<(), ApiError> {
     let import = shiftboss_conductor::from_conductor_with_tasks(&text, &[task_defs.as_str()])
         .map_err(|e| ApiError::invalid(format!("not a Conductor definition shiftboss can run: {e}")))?;
     let def = import.workflow;
+    // Sub-workflows given inline go first: the workflow names them.
+    for sub in &import.sub_workflows {
+        state.engine.check_workflow(sub)?;
+    }
     state.engine.check_workflow(&def)?;
+    for sub in &import.sub_workflows {
+        state.engine.register_workflow(sub).await?;
+    }
     state.engine.register_workflow(&def).await?;
     for n in &import.notes {
         tracing::info!(workflow = %def.name, version = def.version, note = %n, "Conductor definition imported with a note");
