@@ -102,6 +102,14 @@ impl Importer {
                 )),
             };
         }
+        if root == "CPEWF_TASK_ID" {
+            return Err(err(
+                path,
+                "`${CPEWF_TASK_ID}` (the task's own id) has no shiftboss equivalent: a step's id is not known when \
+                 its input is made; each step sends an Idempotency-Key of its own, and `${workflow.workflowId}` \
+                 names the workflow",
+            ));
+        }
         let Some(info) = self.refs.get(root) else {
             return Err(err(
                 path,

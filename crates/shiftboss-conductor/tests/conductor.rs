@@ -593,6 +593,10 @@ fn workflow_and_task_features_without_an_equivalent_are_refused() {
     assert_eq!(path, "failureWorkflow", "a failure workflow's name must be a name");
     let (path, _) = refused("order_fulfillment.json", |v| wf(v)["tasks"][0]["startDelay"] = json!(400 * 86_400));
     assert_eq!(path, "tasks[0].startDelay", "longer than the longest wait");
+    let (path, problem) =
+        refused("order_fulfillment.json", |v| wf(v)["tasks"][0]["inputParameters"]["id"] = json!("${CPEWF_TASK_ID}"));
+    assert_eq!(path, "tasks[0].inputParameters.id");
+    assert!(problem.contains("Idempotency-Key"), "says what to use instead: {problem}");
     let (path, _) = refused("order_fulfillment.json", |v| wf(v)["variables"] = json!([1]));
     assert_eq!(path, "variables");
     let (path, _) = refused("order_fulfillment.json", |v| wf(v)["tasks"][1]["taskReferenceName"] = json!("charge it"));
