@@ -179,3 +179,29 @@ async fn sub_workflows_given_inline_are_registered_and_run() {
     assert_eq!(h.input_of("write"), json!({"order": "book"}), "the inline definition's own inline child ran");
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_defs_retry_and_time_out_as_conductor_s_do() {
+    let h = Harness::start("lookup_policies.json").await;
+    let d = h.run("l-1", json!({})).await;
+    let flaky = step(&d, "flaky");
+    assert_eq!((flaky.state, flaky.attempts, flaky.failure_count), (StepState::Processed, 3, 2), "retryCount 2");
+    assert_eq!(flaky.output, Some(json!({"found": 3})));
+    let retried = d.events.iter().filter(|e| e.step_id == Some(flaky.id) && e.kind == "step.claimed").count();
+    assert_eq!(retried, 3);
+    // TIME_OUT_WF: the first lapse of its 1 s timeout fails the workflow, without a retry.
+    assert_eq!(d.task.state, TaskState::Failed, "{:#?}", d.steps);
+    let slow = step(&d, "slow");
+    assert_eq!((slow.state, slow.attempts), (StepState::Error, 1), "{slow:#?}");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_s_timeout_fails_it_while_it_waits() {
+    let h = Harness::start("hold_for_review.json").await;
+    let d = h.run("h-1", json!({})).await;
+    assert_eq!(d.task.state, TaskState::Failed);
+    assert!(d.events.iter().any(|e| e.kind == "task.timed_out"), "{:#?}", d.events);
+    assert_eq!(step(&d, "review").state, StepState::Cancelled, "the wait went with it");
+    h.stop().await;
+}

@@ -29,7 +29,15 @@ impl Agent for Worker {
     async fn call(&self, call: &AgentCall) -> Result<Value, AgentError> {
         self.calls.lock().unwrap().push((call.step.clone(), call.input.clone()));
         let answer = (self.answer)(call);
-        // A worker that refuses for good answers `{"refuse": why}`.
+        // A worker that hangs answers `{"hang_ms": n}` after n ms (past its timeout, the lease
+        // lapses); one that fails this attempt `{"fail": why}`; one that refuses for good
+        // `{"refuse": why}`.
+        if let Some(ms) = answer.get("hang_ms").and_then(Value::as_u64) {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        if let Some(why) = answer.get("fail").and_then(Value::as_str) {
+            return Err(AgentError::Failure(why.to_owned()));
+        }
         match answer.get("refuse").and_then(Value::as_str) {
             Some(why) => Err(AgentError::Permanent(why.to_owned())),
             None => Ok(answer),
@@ -110,6 +118,16 @@ const WORKERS: &[(&str, Answer)] = &[
     ("charge_subscription", |c| json!({"status": if c.input["attempt"] == json!(2) { "ok" } else { "declined" }})),
     ("invoice_eu_vat", |c| json!({"number": format!("EU-{}", c.input["amount"])})),
     ("invoice_us", |c| json!({"number": format!("US-{}", c.input["amount"])})),
+    // Fails its first two attempts, then answers.
+    ("flaky_lookup", |c| {
+        if c.attempt < 3 {
+            json!({"fail": format!("busy (attempt {})", c.attempt)})
+        } else {
+            json!({"found": c.attempt})
+        }
+    }),
+    // Answers after 3 s, past its 1 s timeout.
+    ("slow_lookup", |_| json!({"hang_ms": 3000, "late": true})),
     ("choose_paper", |c| json!({"paper": format!("red for {}", c.input["item"].as_str().unwrap_or("?"))})),
     (
         "build_report",
