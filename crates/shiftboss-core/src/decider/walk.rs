@@ -480,17 +480,7 @@ impl<'d> Working<'d> {
                 Flow::Done(_) => {}
                 Flow::Waiting if joined => waiting = true,
                 Flow::Waiting => self.background = true,
-                flow => {
-                    // One branch cannot finish, so neither can the fork; the other branches are not
-                    // walked further, and the task's end cancels their running work (C1).
-                    let (state, error) = match &flow {
-                        Flow::Cancelled => (StepState::Cancelled, None),
-                        Flow::Ended { .. } => (StepState::Processed, None),
-                        _ => (StepState::Error, Some(format!("branch {i} failed"))),
-                    };
-                    self.push(Action::Update { name: instance.to_owned(), state, output: None, error });
-                    return flow;
-                }
+                flow => return self.branch_ended(instance, flow, format!("branch {i} failed")),
             }
         }
         if waiting {
@@ -509,7 +499,11 @@ impl<'d> Working<'d> {
             self.push(Action::Update { name: instance.to_owned(), state: StepState::Error, output: None, error });
             return Flow::Failed { step, reason };
         }
-        let output = Value::Array(outputs);
+        self.joined(instance, Value::Array(outputs))
+    }
+
+    /// A fork (or fork_each) whose branches it waits for have all ended well: done, with `output`.
+    fn joined(&mut self, instance: &str, output: Value) -> Flow {
         self.push(Action::Update {
             name: instance.to_owned(),
             state: StepState::Processed,
@@ -517,6 +511,18 @@ impl<'d> Working<'d> {
             error: None,
         });
         Flow::Done(output)
+    }
+
+    /// One branch cannot finish, so neither can its fork (or fork_each): the row ends with it. The
+    /// other branches are not walked further, and the task's end cancels their running work (C1).
+    fn branch_ended(&mut self, instance: &str, flow: Flow, why: String) -> Flow {
+        let (state, error) = match &flow {
+            Flow::Cancelled => (StepState::Cancelled, None),
+            Flow::Ended { .. } => (StepState::Processed, None),
+            _ => (StepState::Error, Some(why)),
+        };
+        self.push(Action::Update { name: instance.to_owned(), state, output: None, error });
+        flow
     }
 
     /// One pass of the body per item, side by side; the join waits for them all, and a pass that
@@ -542,15 +548,7 @@ impl<'d> Working<'d> {
             match flow {
                 Flow::Done(v) => outputs.push(v),
                 Flow::Waiting => waiting = true,
-                flow => {
-                    let (state, error) = match &flow {
-                        Flow::Cancelled => (StepState::Cancelled, None),
-                        Flow::Ended { .. } => (StepState::Processed, None),
-                        _ => (StepState::Error, Some(format!("item {} failed", i + 1))),
-                    };
-                    self.push(Action::Update { name: instance.to_owned(), state, output: None, error });
-                    return flow;
-                }
+                flow => return self.branch_ended(instance, flow, format!("item {} failed", i + 1)),
             }
             match key {
                 Some(Ok(Value::String(k))) => keys.push(k),
@@ -567,13 +565,7 @@ impl<'d> Working<'d> {
         } else {
             Value::Array(outputs)
         };
-        self.push(Action::Update {
-            name: instance.to_owned(),
-            state: StepState::Processed,
-            output: Some(output.clone()),
-            error: None,
-        });
-        Flow::Done(output)
+        self.joined(instance, output)
     }
 
     fn each_failed(&mut self, instance: &str, reason: String) -> Flow {
