@@ -33,15 +33,15 @@ fn main() {
         }
         assert_eq!(out["total"], json!(155));
     }
-    report("INLINE (fresh QuickJS runtime per call)", times);
-    // What a fresh runtime and context cost by themselves: the part a pool would save.
+    report("INLINE (a fresh QuickJS context per call)", times);
+    // What a fresh context costs by itself (the runtime under it is kept per thread).
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
         let start = Instant::now();
         evaluate("1", &json!({}), &limits).expect("runs");
         times.push(start.elapsed());
     }
-    report("INLINE `1` (runtime and context alone)", times);
+    report("INLINE `1` (the context alone)", times);
 
     let exe = std::env::current_exe().expect("this example's path");
     let worker = exe.parent().and_then(|p| p.parent()).map(|d| d.join("shiftboss-jq-worker")).expect("target dir");
