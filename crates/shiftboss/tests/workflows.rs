@@ -127,7 +127,7 @@ fn conductor_definitions_apply_with_their_task_defs() {
     let unsupported = file(
         dir.path(),
         "dyn.json",
-        r#"{"name": "d", "tasks": [{"name": "x", "taskReferenceName": "x", "type": "DYNAMIC"}]}"#,
+        r#"{"name": "d", "tasks": [{"name": "x", "taskReferenceName": "x", "type": "KAFKA_PUBLISH"}]}"#,
     );
     let o = run(&db, &["workflows", "apply", unsupported.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));

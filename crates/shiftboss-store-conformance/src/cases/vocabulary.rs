@@ -70,9 +70,22 @@ pub async fn a_failure_workflow_starts_in_the_failing_transaction<F: Fixture>(f:
     let undo = h.claim_one("s1").await;
     assert_eq!((undo.task_id, undo.name.as_str()), (cleanup, "undo"), "its first step is due at once");
 
+    // Retried and failed again: another failure workflow starts.
+    h.operate(order, TaskCommand::Retry).await;
+    let c = h.claim_all("s1").await;
+    let pay = c.iter().find(|c| c.task_id == order).expect("the retried step is due");
+    h.reply("s1", pay.id, pay.lease_token, ReplyResult::PermanentError("declined again".into())).await;
+    let d = h.task(order).await;
+    let starts: Vec<_> = d.events.iter().filter(|e| e.kind == ev::FAILURE_WORKFLOW_STARTED).collect();
+    assert_eq!(starts.len(), 2, "{:#?}", d.events);
+    let second = TaskId(starts[1].detail["task_id"].as_i64().unwrap());
+    assert_ne!(second, cleanup);
+    assert_eq!(h.task(second).await.task.input["reason"], json!("declined again"));
+
     // A failure workflow that is not registered is an alert; the failure stands.
     let lonely = h.submit("l1", "lonely", 0).await;
-    let c = h.claim_one("s1").await;
+    let c = h.claim_all("s1").await;
+    let c = c.iter().find(|c| c.task_id == lonely).expect("its step is due");
     h.reply("s1", c.id, c.lease_token, ReplyResult::PermanentError("no".into())).await;
     let d = h.task(lonely).await;
     assert_eq!(d.task.state, TaskState::Failed);

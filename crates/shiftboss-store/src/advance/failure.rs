@@ -51,20 +51,30 @@ pub(super) async fn start_failure_workflow<T: WriteTx>(
                 },
             });
             let child_def = t.definition(workflow, version).await?;
-            let key = format!("{}/on_failure/{}", task.key, task.generation);
-            let new = NewTask {
-                key: &key,
-                workflow,
-                version,
-                priority: task.priority,
-                input: &input,
-                parent: None,
-                depth: task.depth + 1,
-                deadline_at: child_def.timeout.map(|d| t.now().plus(d).0),
-            };
-            match t.insert_task(&new).await? {
-                None => Err(format!("its task key {key:?} is taken by another task")),
-                Some(id) => {
+            // One key per generation; a task that fails again after a retry (the same generation)
+            // starts another, keyed by the time of this failure too.
+            let first = format!("{}/on_failure/{}", task.key, task.generation);
+            let again = format!("{first}/{}", t.now().0);
+            let mut started = None;
+            for key in [first, again] {
+                let new = NewTask {
+                    key: &key,
+                    workflow,
+                    version,
+                    priority: task.priority,
+                    input: &input,
+                    parent: None,
+                    depth: task.depth + 1,
+                    deadline_at: child_def.timeout.map(|d| t.now().plus(d).0),
+                };
+                if let Some(id) = t.insert_task(&new).await? {
+                    started = Some((id, key));
+                    break;
+                }
+            }
+            match started {
+                None => Err(format!("its task keys are taken by other tasks ({}/on_failure/...)", task.key)),
+                Some((id, key)) => {
                     let detail = json!({"key": key, "workflow": workflow, "version": version, "failure_of": failed.0});
                     t.event(id, None, ev::TASK_RECEIVED, EventLevel::Info, actor, detail).await?;
                     agenda.noted(id, TaskState::Running);
