@@ -300,6 +300,40 @@ async fn the_console_in_chromium() {
     browser.wait_text("Tasks by state", Duration::from_secs(5)).await;
     browser.screenshot("overview-dark").await;
 
+    // The workflows, and one drawn: a switch's cases and a fork's branches side by side, a
+    // fork_each's body, a wait, an optional step.
+    let shipping = json!({"name": "shipping", "description": "routes a parcel", "variables": {"tries": 0}, "steps": [
+        {"name": "route", "kind": "switch", "expression": "${task.input.zone}",
+         "cases": {"eu": [{"name": "eu_post", "agent": "svc", "config": {"url": "/eu"}, "optional": true}]},
+         "default": [{"name": "courier", "agent": "svc", "config": {"url": "/courier"}}]},
+        {"name": "both", "kind": "fork", "join_on": ["label"], "branches": [
+            [{"name": "label", "agent": "svc", "config": {"url": "/label"}}],
+            [{"name": "audit", "agent": "svc", "config": {"url": "/audit"}}]]},
+        {"name": "parts", "kind": "fork_each", "items": "${task.input.parts}",
+         "body": [{"name": "pack", "agent": "svc", "config": {"url": "/pack"}}]},
+        {"name": "cool", "kind": "wait", "duration": "2m"}]});
+    assert_eq!(api.post("/v1/workflows", shipping).await.0, StatusCode::CREATED);
+    browser.dark(false).await;
+    browser.go(&format!("{base}/console/workflows")).await;
+    let t = browser.wait_text("routes a parcel", Duration::from_secs(5)).await;
+    assert!(t.contains("charge, then wait for approval"), "{t}");
+    browser.click("a[href='/console/workflows/shipping']").await;
+    let t = browser.wait_text("case eu", Duration::from_secs(5)).await;
+    for words in [
+        "otherwise",
+        "optional: its failure fails nothing",
+        "branch 2 (runs on)",
+        "joins the branches ending in label",
+        "for each item",
+        "waits 2m",
+        "variables: tries",
+    ] {
+        assert!(t.contains(words), "{words:?} in {t}");
+    }
+    browser.screenshot("workflow-light").await;
+    browser.dark(true).await;
+    browser.screenshot("workflow-dark").await;
+
     // The deliveries page: the messages the receiver refused died at their first failure; one is
     // sent again through the confirmation, now that the receiver takes them.
     let give_up = Instant::now() + Duration::from_secs(20);
@@ -317,8 +351,13 @@ async fn the_console_in_chromium() {
     browser.click("td a[href^='/console/deliveries/redeliver?id=']").await;
     browser.wait_text("1 delivery will be sent again", Duration::from_secs(5)).await;
     browser.click("button.danger").await;
-    browser.wait_text("Deliveries", Duration::from_secs(5)).await;
-    assert!(browser.url().await.ends_with("state=pending"), "{}", browser.url().await);
+    // Back on the list of pending deliveries (every page names "Deliveries" in its navigation, so
+    // wait for the address, not for the word).
+    let give_up = Instant::now() + Duration::from_secs(5);
+    while !browser.url().await.ends_with("state=pending") {
+        assert!(Instant::now() < give_up, "not sent back to the pending list: {}", browser.url().await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let give_up = Instant::now() + Duration::from_secs(20);
     while api.get("/v1/deliveries?state=delivered").await.1["items"].as_array().unwrap().is_empty() {
         assert!(Instant::now() < give_up, "the redelivered message was not delivered");

@@ -25,7 +25,7 @@ pub fn page(title: &str, who: Option<(&str, &str)>, body: &str) -> String {
     if let Some((name, csrf)) = who {
         let _ = write!(
             nav,
-            r#"<nav><a href="/">Overview</a><a href="/console/tasks">Tasks</a><a href="/console/deliveries">Deliveries</a><span class="who">{}</span>
+            r#"<nav><a href="/">Overview</a><a href="/console/tasks">Tasks</a><a href="/console/workflows">Workflows</a><a href="/console/deliveries">Deliveries</a><span class="who">{}</span>
 <form method="post" action="/console/logout"><input type="hidden" name="csrf" value="{}"><button class="link">Sign out</button></form></nav>"#,
             esc(name),
             esc(csrf)
@@ -60,6 +60,11 @@ button.danger{border-color:var(--bad);color:var(--bad)}.actions{display:flex;fle
 .muted{color:var(--muted)}.error{color:var(--bad)}.cards{display:flex;flex-wrap:wrap;gap:.8rem}.card{background:var(--card);border:1px solid var(--line);padding:.6rem .9rem;min-width:8rem}
 .card{text-decoration:none;color:inherit}.card b{display:block;font-size:1.4rem}td.t{white-space:nowrap}:focus-visible{outline:2px solid var(--accent);outline-offset:2px}
 nav.tabs{flex:none;margin:0 0 .8rem}nav.tabs a[aria-current]{color:var(--fg);font-weight:600;text-decoration:none;border-bottom:2px solid var(--accent)}
+ol.steps{list-style:none;margin:0;padding:0}ol.steps>li+li::before{content:"\2193";display:block;text-align:center;color:var(--muted);line-height:1.2}
+.node{background:var(--card);border:1px solid var(--line);border-left:3px solid var(--accent);border-radius:.35rem;padding:.4rem .65rem}
+.node:not(.k-agent){border-left-color:var(--muted)}.node .kind{font-size:.8rem;color:var(--muted)}.node .what{font-size:.9rem}
+.branches{display:flex;flex-wrap:wrap;gap:.6rem;margin-top:.5rem}.branch{flex:1;min-width:13rem;border-top:2px dashed var(--line);padding-top:.3rem}
+.branch>.label{font-size:.8rem;color:var(--muted);margin-bottom:.2rem}details{margin-top:1rem}
 "#;
 
 /// The live part: a page that names a stream (`data-stream`) reloads its content when an event

@@ -16,6 +16,7 @@ mod deliveries;
 pub mod html;
 pub mod pages;
 pub mod why;
+mod workflows;
 
 use crate::auth::Principal;
 use crate::state::AppState;
@@ -39,6 +40,8 @@ pub fn router() -> Router<AppState> {
         .route("/console/tasks/{id}", get(pages::task))
         .route("/console/tasks/{id}/act", get(actions::confirm).post(actions::act))
         .route("/console/bulk", get(bulk::dry_run).post(bulk::act))
+        .route("/console/workflows", get(workflows::list))
+        .route("/console/workflows/{name}", get(workflows::show))
         .route("/console/deliveries", get(deliveries::list))
         .route("/console/deliveries/redeliver", get(deliveries::confirm).post(deliveries::redeliver))
         .route("/console/static/console.css", get(|| async { asset("text/css", html::CSS) }))
