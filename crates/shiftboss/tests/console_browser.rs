@@ -283,7 +283,11 @@ async fn the_console_in_chromium() {
     browser.screenshot("confirm-dark").await;
     browser.type_in("input[name=reason]", "card fixed").await;
     browser.click("button.danger").await;
-    browser.wait_text("waiting for signal \"approve\"", Duration::from_secs(10)).await;
+    let t = browser.wait_text("waiting for signal \"approve\"", Duration::from_secs(10)).await;
+    // Its workflow drawn with where each step stands.
+    assert!(t.contains("Where it stands") && t.contains("waits for the signal approve"), "{t}");
+    let waiting = browser.run("return document.querySelectorAll('.node.st-processing').length").await;
+    assert_eq!(waiting, json!(1), "the wait is the one step in progress");
     browser.dark(false).await;
     browser.screenshot("task-waiting-light").await;
 

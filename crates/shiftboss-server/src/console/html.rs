@@ -65,6 +65,8 @@ ol.steps{list-style:none;margin:0;padding:0}ol.steps>li+li::before{content:"\219
 .node:not(.k-agent){border-left-color:var(--muted)}.node .kind{font-size:.8rem;color:var(--muted)}.node .what{font-size:.9rem}
 .branches{display:flex;flex-wrap:wrap;gap:.6rem;margin-top:.5rem}.branch{flex:1;min-width:13rem;border-top:2px dashed var(--line);padding-top:.3rem}
 .branch>.label{font-size:.8rem;color:var(--muted);margin-bottom:.2rem}details{margin-top:1rem}
+.node.st-processed{border-left-color:var(--ok)}.node.st-error{border-left-color:var(--bad)}.node.st-pending,.node.st-processing{border-left-color:var(--accent)}
+.node.st-cancelled{border-left-color:var(--warn)}.node.st-none{opacity:.55}
 "#;
 
 /// The live part: a page that names a stream (`data-stream`) reloads its content when an event

@@ -364,6 +364,10 @@ pub async fn task(
             esc(&errors.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "))
         );
     }
+    if let Some(def) = &def {
+        b.push_str("<h2>Where it stands</h2>");
+        b.push_str(&super::workflows::drawn_for_task(def, &d.steps));
+    }
     let pretty = |v: &serde_json::Value| esc(&serde_json::to_string_pretty(v).unwrap_or_default());
     let _ = write!(b, "<h2>Input</h2><pre>{}</pre>", pretty(&t.input));
     if let Some(o) = &t.output {

@@ -10,10 +10,17 @@ use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::Html;
 use serde::Deserialize;
+use shiftboss_core::StepState;
+use shiftboss_core::model::StepRecord;
 use shiftboss_core::token::Scope;
 use shiftboss_core::workflow::{StepDef, StepKind, WorkflowDef, step::is_dynamic};
+use std::collections::HashMap;
 use std::fmt::Write;
 use std::time::Duration;
+
+/// What a task's rows say of each step of its definition: the latest instance's state, and how
+/// many instances there are (a loop's passes, a fork_each's items).
+type Reached = HashMap<String, (StepState, usize)>;
 
 pub async fn list(State(state): State<AppState>, headers: HeaderMap) -> Result<Html<String>, Refused> {
     let s = session(&state, &headers, Scope::Read).await?;
@@ -85,7 +92,7 @@ pub async fn show(
     let _ = write!(b, r#"<a href="/console/tasks?workflow={}">Its tasks</a></nav>"#, urlencode(&def.name));
     b.push_str(&policies(&def));
     b.push_str(r#"<h2>Steps</h2><div class="flow">"#);
-    draw_list(&mut b, &def.steps);
+    draw_list(&mut b, &def.steps, None);
     b.push_str("</div>");
     let json = serde_json::to_string_pretty(&def).unwrap_or_default();
     let _ = write!(b, "<details><summary>The definition as JSON</summary><pre>{}</pre></details>", esc(&json));
@@ -119,21 +126,48 @@ fn secs(d: Duration) -> String {
     humantime::format_duration(d).to_string()
 }
 
-fn draw_list(b: &mut String, steps: &[StepDef]) {
+/// A task's workflow drawn with each step coloured by where its rows stand (not reached yet:
+/// dimmed), for the task's page.
+pub fn drawn_for_task(def: &WorkflowDef, rows: &[StepRecord]) -> String {
+    let mut reached: Reached = HashMap::new();
+    for r in rows.iter().filter(|r| r.compensates.is_none()) {
+        let e = reached.entry(shiftboss_core::decider::base_name(&r.name).to_owned()).or_insert((r.state, 0));
+        // Rows come in creation order: the last one is the latest instance.
+        *e = (r.state, e.1 + 1);
+    }
+    let mut b = String::from(r#"<div class="flow">"#);
+    draw_list(&mut b, &def.steps, Some(&reached));
+    b.push_str("</div>");
+    b
+}
+
+fn draw_list(b: &mut String, steps: &[StepDef], reached: Option<&Reached>) {
     b.push_str(r#"<ol class="steps">"#);
     for s in steps {
         b.push_str("<li>");
-        draw(b, s);
+        draw(b, s, reached);
         b.push_str("</li>");
     }
     b.push_str("</ol>");
 }
 
-/// One step as a box: its name and kind, what it does in words, and the steps nested in it.
-fn draw(b: &mut String, s: &StepDef) {
+/// One step as a box: its name and kind, what it does in words, and the steps nested in it; on a
+/// task's page, where its rows stand.
+fn draw(b: &mut String, s: &StepDef, reached: Option<&Reached>) {
+    let (class, badge) = match reached.map(|r| r.get(&s.name)) {
+        None => (String::new(), String::new()),
+        Some(None) => (" st-none".to_owned(), r#" <span class="muted">not reached</span>"#.to_owned()),
+        Some(Some((state, n))) => {
+            let times = if *n > 1 { format!(" ×{n}") } else { String::new() };
+            (
+                format!(" st-{}", state.as_str()),
+                format!(r#" <span class="state s-{0}">{0}{times}</span>"#, state.as_str()),
+            )
+        }
+    };
     let _ = write!(
         b,
-        r#"<div class="node k-{}"><div><b>{}</b> <span class="kind">{}</span></div>"#,
+        r#"<div class="node k-{}{class}"><div><b>{}</b> <span class="kind">{}</span>{badge}</div>"#,
         s.kind.as_str(),
         esc(&s.name),
         s.kind.as_str().replace('_', " ")
@@ -244,7 +278,7 @@ fn draw(b: &mut String, s: &StepDef) {
         b.push_str(r#"<div class="branches">"#);
         for (label, steps) in branches {
             let _ = write!(b, r#"<div class="branch"><div class="label">{label}</div>"#);
-            draw_list(b, steps);
+            draw_list(b, steps, reached);
             b.push_str("</div>");
         }
         b.push_str("</div>");
