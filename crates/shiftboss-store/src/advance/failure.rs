@@ -50,7 +50,18 @@ pub(super) async fn start_failure_workflow<T: WriteTx>(
                     "input": task.input,
                 },
             });
-            let child_def = t.definition(workflow, version).await?;
+            let child_def = match t.definition(workflow, version).await {
+                Ok(d) => d,
+                // A definition that cannot be read is this start's problem (an alert), not the
+                // failing transaction's: the failure must commit.
+                Err(e @ (StoreError::NotFound { .. } | StoreError::Incompatible(_))) => {
+                    let detail = not_started(format!("workflow {workflow:?} version {version}: {e}"));
+                    return t
+                        .event(failed, None, ev::FAILURE_WORKFLOW_NOT_STARTED, EventLevel::Alert, actor, detail)
+                        .await;
+                }
+                Err(e) => return Err(e),
+            };
             // One key per generation; a task that fails again after a retry (the same generation)
             // starts another, keyed by the time of this failure too.
             let first = format!("{}/on_failure/{}", task.key, task.generation);
