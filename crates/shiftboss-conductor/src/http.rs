@@ -1,5 +1,6 @@
 //! Mapping an HTTP task: its request becomes the static config of the `http` agent, its body the
-//! step's input. The agent answers in Conductor's shape (`output: "conductor"`), so that
+//! step's input; a uri, method or header with `${...}` is made at run time, in the step's input
+//! (`{"url", "method", "headers", "body"}`, the agent's `input: "request"`). The agent answers in Conductor's shape (`output: "conductor"`), so that
 //! `${ref.output.response.body...}`, `...statusCode` and `...headers` read what they read there;
 //! the agent's guard, TLS, secrets and bounds apply as to every outbound call.
 
@@ -29,16 +30,27 @@ impl Importer {
         let static_str = |key: &str| -> Result<Option<&str>, DefinitionError> {
             let v = opt_str(req, key, &rpath)?;
             if v.is_some_and(|s| s.contains("${")) {
-                return Err(err(
-                    format!("{rpath}.{key}"),
-                    "the HTTP agent's config is static in shiftboss: no `${...}` here (the body may use them)",
-                ));
+                return Err(err(format!("{rpath}.{key}"), "must be static in shiftboss: no `${...}` here"));
             }
             Ok(v)
         };
-        let uri = static_str("uri")?.ok_or_else(|| err(format!("{rpath}.uri"), "an HTTP task needs a uri"))?;
-        let method = static_str("method")?.unwrap_or("GET").to_ascii_uppercase();
+        // The uri, method and headers may hold expressions: those parts are made at run time, in
+        // the step's input (the agent's `input: "request"`); the rest stays static config.
+        let mut dynamic = Map::new();
+        let uri =
+            opt_str(req, "uri", &rpath)?.ok_or_else(|| err(format!("{rpath}.uri"), "an HTTP task needs a uri"))?;
+        if uri.contains("${") {
+            dynamic
+                .insert("url".into(), self.template(&Value::String(uri.to_owned()), &format!("{rpath}.uri"), loops)?);
+        }
+        let method = opt_str(req, "method", &rpath)?.unwrap_or("GET");
+        if method.contains("${") {
+            let m = self.template(&Value::String(method.to_owned()), &format!("{rpath}.method"), loops)?;
+            dynamic.insert("method".into(), m);
+        }
+        let method = method.to_ascii_uppercase();
         let mut headers = Map::new();
+        let mut dynamic_headers = Map::new();
         match req.get("headers") {
             None | Some(Value::Null) => {}
             Some(Value::Object(h)) => {
@@ -50,16 +62,14 @@ impl Importer {
                             if ours.replace("${secret.", "").contains("${") {
                                 return Err(err(
                                     format!("{rpath}.headers.{k}"),
-                                    "only `${workflow.secrets.NAME}` may be used in a header: the config is static",
+                                    "a header that names a secret may hold no other `${...}`",
                                 ));
                             }
                             headers.insert(k.clone(), Value::String(ours));
                         }
                         Value::String(s) if s.contains("${") => {
-                            return Err(err(
-                                format!("{rpath}.headers.{k}"),
-                                "the HTTP agent's config is static in shiftboss: no `${...}` in headers",
-                            ));
+                            let at = format!("{rpath}.headers.{k}");
+                            dynamic_headers.insert(k.clone(), self.template(v, &at, loops)?);
                         }
                         Value::String(_) => {
                             headers.insert(k.clone(), v.clone());
@@ -69,6 +79,9 @@ impl Importer {
                 }
             }
             Some(_) => return Err(err(format!("{rpath}.headers"), "must be an object")),
+        }
+        if !dynamic_headers.is_empty() {
+            dynamic.insert("headers".into(), Value::Object(dynamic_headers));
         }
         if let Some(accept) = static_str("accept")?
             && !headers.keys().any(|k| k.eq_ignore_ascii_case("accept"))
@@ -113,7 +126,13 @@ impl Importer {
                 );
             }
         }
-        let mut config = json!({"url": uri, "method": method, "output": "conductor"});
+        let mut config = json!({"output": "conductor"});
+        if !dynamic.contains_key("method") {
+            config["method"] = Value::String(method);
+        }
+        if !dynamic.contains_key("url") {
+            config["url"] = Value::String(uri.to_owned());
+        }
         if !headers.is_empty() {
             config["headers"] = Value::Object(headers);
         }
@@ -131,7 +150,14 @@ impl Importer {
             }
             Some(b) => self.template(b, &format!("{rpath}.body"), loops)?,
         };
-        let mut step = StepDef::agent("", "http").with_config(config).with_input(body);
+        let input = if dynamic.is_empty() {
+            body
+        } else {
+            config["input"] = json!("request");
+            dynamic.insert("body".into(), body);
+            Value::Object(dynamic)
+        };
+        let mut step = StepDef::agent("", "http").with_config(config).with_input(input);
         self.apply_task_def(&mut step, t, at, None, loops)?;
         Ok(step)
     }

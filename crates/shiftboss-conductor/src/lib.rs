@@ -41,9 +41,12 @@
 //!   `output: "conductor"` (the agent answers `{"response": {"statusCode", "headers", "body",
 //!   "reasonPhrase"}}` as Conductor does); `body` becomes the step's input (the HTTP agent sends
 //!   the input as its body). `connectionTimeOut` + `readTimeOut` become `timeout_ms`, a bound on
-//!   the whole call (with a note). Other fields are dropped with a note. A `${...}` in `uri`,
-//!   `method` or `headers` is refused (the config is not a template), except
-//!   `${workflow.secrets.NAME}` in a header, which becomes the agent's `${secret.NAME}`.
+//!   the whole call (with a note). Other fields are dropped with a note. A `uri`, `method` or
+//!   header with `${...}` is made at run time: the step's input becomes `{"url", "method",
+//!   "headers", "body"}` (those that hold expressions, and the body) with the agent's
+//!   `input: "request"`; the SSRF guard checks the url made. `${workflow.secrets.NAME}` in a
+//!   header becomes the agent's `${secret.NAME}`, resolved at call time (such a header may hold
+//!   no other expression, and a header made at run time names no secret: it is data).
 //! - INLINE (`evaluatorType` `javascript`, `graaljs` or `value-param`), LAMBDA
 //!   (`scriptExpression`, run as a function body) and JSON_JQ_TRANSFORM (`queryExpression`):
 //!   agent steps of [`INLINE_AGENT`] and [`JQ_AGENT`] (provided by `shiftboss-scripts`, registered
@@ -124,13 +127,16 @@
 //! - `timeoutSeconds` → the step's `timeout` (0: no timeout in Conductor; our default of 30 s
 //!   applies, with a note); `responseTimeoutSeconds` → `response_timeout` when at most the timeout
 //!   (else it could never fire: dropped with a note); `timeoutPolicy` RETRY → retry,
-//!   TIME_OUT_WF (the default) → fail_task, ALERT_ONLY → alert_only.
+//!   TIME_OUT_WF (the default) → fail_task, ALERT_ONLY → alert_only. `pollTimeoutSeconds` →
+//!   `claim_timeout` (a due attempt no worker claimed within it times out by the timeout policy:
+//!   a failure counted and a retry, the task failed, or an alert once);
+//!   `totalTimeoutSeconds` → `total_timeout` (no complete-by past the first due time plus it, no
+//!   retry due at or after it). 0 is none for both.
 //! - `concurrentExecLimit`, `rateLimitPerFrequency`/`rateLimitFrequencyInSeconds` → an
 //!   [`AgentLimits`] of the SIMPLE task's agent (for HTTP tasks, whose agent is shared, a note).
 //! - `inputTemplate`: its keys missing from the task's input parameters are added to the input.
 //! - Ignored knowingly: `description`, `ownerEmail`, `ownerApp`, `inputKeys`, `outputKeys`,
-//!   `pollTimeoutSeconds` (a claim in shiftboss does not wait for a poll), `createTime`,
-//!   `updateTime`, `createdBy`, `updatedBy`. Ignored with a note when set: `totalTimeoutSeconds`,
+//!   `createTime`, `updateTime`, `createdBy`, `updatedBy`. Ignored with a note when set:
 //!   `isolationGroupId`, `executionNameSpace`, `inputSchema`, `outputSchema`, `enforceSchema`,
 //!   `baseType`.
 //! - A SIMPLE task without a TaskDef gets shiftboss's defaults (noted); a TaskDef that no task uses

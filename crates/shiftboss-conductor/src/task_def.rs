@@ -6,7 +6,7 @@ use super::importer::Importer;
 use crate::err;
 use serde_json::{Map, Value};
 use shiftboss_core::retry::RetryPolicy;
-use shiftboss_core::workflow::{DefinitionError, MAX_STEP_TIMEOUT, OnTimeout, StepDef};
+use shiftboss_core::workflow::{DefinitionError, MAX_STEP_TIMEOUT, MAX_TASK_TIMEOUT, OnTimeout, StepDef};
 use std::time::Duration;
 
 /// A TaskDef and the place it was given at.
@@ -22,6 +22,8 @@ const DEF_READ: &[&str] = &[
     "timeoutSeconds",
     "responseTimeoutSeconds",
     "timeoutPolicy",
+    "pollTimeoutSeconds",
+    "totalTimeoutSeconds",
     "concurrentExecLimit",
     "rateLimitPerFrequency",
     "rateLimitFrequencyInSeconds",
@@ -33,21 +35,13 @@ const DEF_IGNORED: &[&str] = &[
     "ownerApp",
     "inputKeys",
     "outputKeys",
-    "pollTimeoutSeconds",
     "createTime",
     "updateTime",
     "createdBy",
     "updatedBy",
 ];
-const DEF_NOTED: &[&str] = &[
-    "totalTimeoutSeconds",
-    "isolationGroupId",
-    "executionNameSpace",
-    "inputSchema",
-    "outputSchema",
-    "enforceSchema",
-    "baseType",
-];
+const DEF_NOTED: &[&str] =
+    &["isolationGroupId", "executionNameSpace", "inputSchema", "outputSchema", "enforceSchema", "baseType"];
 
 /// The most retries a TaskDef may ask for.
 pub(super) const MAX_RETRIES: u64 = 1000;
@@ -153,6 +147,18 @@ impl Importer {
                         step.timeout().as_secs()
                     ),
                 );
+            }
+        }
+        // 0 is "none" for both, as in Conductor.
+        for (key, field) in
+            [("pollTimeoutSeconds", &mut step.claim_timeout), ("totalTimeoutSeconds", &mut step.total_timeout)]
+        {
+            if let Some(secs) = opt_u64(&d, key, &dpath)?.filter(|s| *s > 0) {
+                let t = Duration::from_secs(secs);
+                if t > MAX_TASK_TIMEOUT {
+                    return Err(err(format!("{dpath}.{key}"), "at most 366 days (31622400 s) in shiftboss"));
+                }
+                *field = Some(t);
             }
         }
         step.on_timeout = match opt_str(&d, "timeoutPolicy", &dpath)?.unwrap_or("TIME_OUT_WF") {

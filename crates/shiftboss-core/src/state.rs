@@ -55,6 +55,12 @@ pub enum StepEvent {
         /// True when the step goes to Error rather than back to Pending.
         give_up: bool,
     },
+    /// A due attempt waited past its claim timeout with no claim (the supervisor's sweep);
+    /// `give_up` as for an expiry.
+    ClaimTimeout {
+        /// True when the step goes to Error rather than waiting for its next attempt.
+        give_up: bool,
+    },
     /// An operator sends a failed step back to run again.
     Resubmit,
     /// The step's task is cancelled.
@@ -87,6 +93,8 @@ impl StepState {
             (S::Processing, E::Expire { give_up: true }) => S::Error,
             (S::Processing, E::Fail { give_up: false }) => S::Pending,
             (S::Processing, E::Fail { give_up: true }) => S::Error,
+            (S::Pending, E::ClaimTimeout { give_up: false }) => S::Pending,
+            (S::Pending, E::ClaimTimeout { give_up: true }) => S::Error,
             (S::Error, E::Resubmit) => S::Pending,
             (S::Pending | S::Processing, E::Cancel) => S::Cancelled,
             (from, event) => return Err(InvalidTransition { from, event }),
@@ -209,6 +217,8 @@ mod tests {
             Just(E::Expire { give_up: true }),
             Just(E::Fail { give_up: false }),
             Just(E::Fail { give_up: true }),
+            Just(E::ClaimTimeout { give_up: false }),
+            Just(E::ClaimTimeout { give_up: true }),
             Just(E::Resubmit),
             Just(E::Cancel),
         ]
@@ -225,6 +235,15 @@ mod tests {
     fn expiry_returns_to_pending_or_gives_up() {
         assert_eq!(S::Processing.on(E::Expire { give_up: false }).unwrap(), S::Pending);
         assert_eq!(S::Processing.on(E::Expire { give_up: true }).unwrap(), S::Error);
+    }
+
+    #[test]
+    fn only_a_pending_step_times_out_waiting_for_a_claim() {
+        for s in S::ALL {
+            assert_eq!(s.on(E::ClaimTimeout { give_up: true }).is_ok(), s == S::Pending, "{s}");
+        }
+        assert_eq!(S::Pending.on(E::ClaimTimeout { give_up: false }).unwrap(), S::Pending);
+        assert_eq!(S::Pending.on(E::ClaimTimeout { give_up: true }).unwrap(), S::Error);
     }
 
     #[test]

@@ -10,7 +10,11 @@
 //! Other settings: `follow_redirects` (false by default: a redirect is a permanent error),
 //! `timeout_ms` (a bound on the whole call, within complete-by), `content_type` (a body that is
 //! a string is then sent as it is), and `output: "conductor"` (Conductor's HTTP task's output,
-//! `{"response": {"statusCode", "headers", "body", "reasonPhrase"}}`).
+//! `{"response": {"statusCode", "headers", "body", "reasonPhrase"}}`), and `input: "request"`: the
+//! step's input is `{"url", "method", "headers", "body"}`, each optional, made at run time from
+//! the step's input template (a Conductor HTTP task whose uri names the order); its url and method
+//! replace the config's, its headers are added (sent as they are: no secret is resolved in data),
+//! its body is sent.
 //!
 //! Every call goes through [`Outbound`]: the SSRF guard, TLS, secrets (`${secret.NAME}` in header
 //! values and in the config's body, never in the url nor the task's input) and the bounds.
@@ -49,6 +53,34 @@ struct RequestConfig {
     content_type: Option<String>,
     #[serde(default)]
     output: OutputShape,
+    #[serde(default)]
+    input: InputShape,
+}
+
+/// What the step's input is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum InputShape {
+    /// The request body (unless the config gives one).
+    #[default]
+    Body,
+    /// Parts of the request, made at run time: see [`InputRequest`].
+    Request,
+}
+
+/// The parts of a request a step's input gives when its config says `input: "request"`. They are
+/// data (the task's input may have made them), so no `${secret.NAME}` in them is resolved.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InputRequest {
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    body: Option<serde_json::Value>,
 }
 
 /// How a 2xx answer becomes the step's output.
@@ -67,26 +99,24 @@ fn post() -> String {
 }
 
 impl RequestConfig {
-    fn parse(config: &serde_json::Value, base: Option<&Url>) -> Result<(RequestConfig, Method, Url), String> {
+    /// The config, its method, and its url: none only when the step's input gives it.
+    fn parse(config: &serde_json::Value, base: Option<&Url>) -> Result<(RequestConfig, Method, Option<Url>), String> {
         let c: RequestConfig = serde_json::from_value(config.clone()).map_err(|e| format!("http agent config: {e}"))?;
-        let method = Method::from_bytes(c.method.to_ascii_uppercase().as_bytes())
-            .map_err(|_| format!("http agent config: invalid method {:?}", c.method))?;
+        let method = parse_method(&c.method).map_err(|e| format!("http agent config: {e}"))?;
         let url = match (base, c.url.as_deref()) {
-            (Some(base), None) => Ok(base.clone()),
+            (Some(base), None) => Some(base.clone()),
+            (None, None) if c.input == InputShape::Request => None,
             (None, None) => return Err("http agent config: url is required".into()),
-            (Some(base), Some(u)) if u.starts_with('/') => base.join(u),
-            (_, Some(u)) => Url::parse(u),
+            (_, Some(u)) => {
+                if u.contains("${secret.") {
+                    return Err(
+                        "http agent config: no secret in the url (urls appear in errors and logs): put it in a header"
+                            .into(),
+                    );
+                }
+                Some(target(base, u).map_err(|e| format!("http agent config: {e}"))?)
+            }
         };
-        let shown = c.url.as_deref().unwrap_or("");
-        if shown.contains("${secret.") {
-            return Err(
-                "http agent config: no secret in the url (urls appear in errors and logs): put it in a header".into()
-            );
-        }
-        let url = url.map_err(|e| format!("http agent config: invalid url {shown:?}: {e}"))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(format!("http agent config: url {shown:?}: only http:// and https:// are supported"));
-        }
         for (k, v) in &c.headers {
             reqwest::header::HeaderName::from_bytes(k.as_bytes())
                 .map_err(|_| format!("http agent config: invalid header name {k:?}"))?;
@@ -104,6 +134,42 @@ impl RequestConfig {
             return Err("http agent config: timeout_ms must be above 0".into());
         }
         Ok((c, method, url))
+    }
+}
+
+fn parse_method(m: &str) -> Result<Method, String> {
+    Method::from_bytes(m.to_ascii_uppercase().as_bytes()).map_err(|_| format!("invalid method {m:?}"))
+}
+
+/// A url, a path resolved against the agent's service, checked to be http or https.
+fn target(base: Option<&Url>, u: &str) -> Result<Url, String> {
+    let url = match base {
+        Some(base) if u.starts_with('/') => base.join(u),
+        _ => Url::parse(u),
+    };
+    let url = url.map_err(|e| format!("invalid url {u:?}: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("url {u:?}: only http:// and https:// are supported"));
+    }
+    Ok(url)
+}
+
+impl InputRequest {
+    /// The request parts a step's input gives; an input of another shape is a permanent error.
+    fn parse(input: &serde_json::Value) -> Result<InputRequest, String> {
+        serde_json::from_value(input.clone()).map_err(|e| format!("http agent input (a request): {e}"))
+    }
+
+    /// Its headers as text: a number or a boolean is written out; a list or an object is refused.
+    fn header_values(&self) -> Result<Vec<(String, String)>, String> {
+        self.headers
+            .iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => Ok((k.clone(), s.clone())),
+                serde_json::Value::Number(_) | serde_json::Value::Bool(_) => Ok((k.clone(), v.to_string())),
+                _ => Err(format!("http agent input: header {k:?} must be a string")),
+            })
+            .collect()
     }
 }
 
@@ -148,8 +214,21 @@ impl Agent for HttpAgent {
     async fn call(&self, call: &AgentCall) -> Result<serde_json::Value, AgentError> {
         // A config that passed the check at registration cannot fail here; if the database was
         // edited by hand it can, and that will not pass by retrying.
-        let (cfg, method, url) =
+        let (cfg, mut method, url) =
             RequestConfig::parse(&call.config, self.base.as_ref()).map_err(AgentError::Permanent)?;
+        let given = match cfg.input {
+            InputShape::Body => None,
+            InputShape::Request => Some(InputRequest::parse(&call.input).map_err(AgentError::Permanent)?),
+        };
+        let url = match given.as_ref().and_then(|g| g.url.as_deref()) {
+            Some(u) => {
+                target(self.base.as_ref(), u).map_err(|e| AgentError::Permanent(format!("http agent input: {e}")))?
+            }
+            None => url.ok_or_else(|| AgentError::Permanent("http agent: no url in the config or the input".into()))?,
+        };
+        if let Some(m) = given.as_ref().and_then(|g| g.method.as_deref()) {
+            method = parse_method(m).map_err(|e| AgentError::Permanent(format!("http agent input: {e}")))?;
+        }
         let mut req = Request::new(method, url);
         req.plain_headers = vec![
             ("Idempotency-Key".into(), call.idempotency_key.clone()),
@@ -157,12 +236,16 @@ impl Agent for HttpAgent {
             ("X-Shiftboss-Step".into(), call.step_id.0.to_string()),
             ("X-Shiftboss-Attempt".into(), call.attempt.to_string()),
         ];
+        if let Some(g) = &given {
+            req.plain_headers.extend(g.header_values().map_err(AgentError::Permanent)?);
+        }
         req.headers = cfg.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         // Only the definition's own body may name secrets: the input comes from whoever
         // submitted the task.
-        let (body, body_secrets) = match &cfg.body {
-            Some(b) => (b.clone(), true),
-            None => (call.input.clone(), false),
+        let (body, body_secrets) = match (&cfg.body, given) {
+            (Some(b), _) => (b.clone(), true),
+            (None, Some(g)) => (g.body.unwrap_or_else(|| serde_json::json!({})), false),
+            (None, None) => (call.input.clone(), false),
         };
         req.body = match (&cfg.content_type, body) {
             (Some(ct), serde_json::Value::String(text)) if !is_json(ct) => {
@@ -193,8 +276,10 @@ impl Agent for HttpAgent {
     }
 
     fn service(&self, config: &serde_json::Value) -> Option<String> {
+        // A url the input gives is known only at call time: such steps share no service's limits.
         let url = match &self.base {
             Some(base) => base.clone(),
+            None if config.get("input").and_then(|v| v.as_str()) == Some("request") => return None,
             None => Url::parse(config.get("url")?.as_str()?).ok()?,
         };
         Some(format!("{}:{}", url.host_str()?, url.port_or_known_default()?))
@@ -268,8 +353,12 @@ mod tests {
         assert!(RequestConfig::parse(&ok, None).is_ok());
         let base = Url::parse("http://127.0.0.1:9").unwrap();
         let (_, _, url) = RequestConfig::parse(&serde_json::json!({"url": "/reserve"}), Some(&base)).unwrap();
-        assert_eq!(url.as_str(), "http://127.0.0.1:9/reserve");
+        assert_eq!(url.unwrap().as_str(), "http://127.0.0.1:9/reserve");
         assert!(RequestConfig::parse(&serde_json::json!({"url": "/reserve"}), None).is_err());
+        // The url may come from the input alone when the input is the request.
+        let (_, _, none) = RequestConfig::parse(&serde_json::json!({"input": "request"}), None).unwrap();
+        assert!(none.is_none());
+        assert!(RequestConfig::parse(&serde_json::json!({"input": "the body"}), None).is_err());
         for bad in [
             serde_json::json!({}),
             serde_json::json!({"url": "not a url"}),

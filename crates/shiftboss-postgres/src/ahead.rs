@@ -28,16 +28,19 @@ pub const RESERVE_STEP_IDS: &str =
 /// at every execution, about 0.2 ms of the server's time each (measured with `EXPLAIN ANALYZE`).
 pub const INSERT_STEPS: &str = "INSERT INTO steps (id, task_id, name, agent, state, due_at, priority, input, output,
                            idempotency_key, timeout_ms, config, retry, created_at, updated_at, bucket, kind,
-                           compensates, domain, fallback_at, response_timeout_ms, on_timeout)
+                           compensates, domain, fallback_at, response_timeout_ms, on_timeout, claim_timeout_ms,
+                           deadline_at)
      OVERRIDING SYSTEM VALUE
      SELECT s.id, s.task_id, s.name, s.agent, s.state, s.due_at, s.priority, s.input, s.output, s.idempotency_key,
             s.timeout_ms, s.config, s.retry, $21, $21, s.bucket, s.kind, s.compensates, s.domain, s.fallback_at,
-            s.response_timeout_ms, s.on_timeout
+            s.response_timeout_ms, s.on_timeout, s.claim_timeout_ms, s.deadline_at
        FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::int[],
                    $8::text[], $9::text[], $10::text[], $11::bigint[], $12::text[], $13::text[], $14::text[],
-                   $15::text[], $16::text[], $17::bigint[], $18::bigint[], $19::text[], $20::int[])
+                   $15::text[], $16::text[], $17::bigint[], $18::bigint[], $19::text[], $20::int[], $22::bigint[],
+                   $23::bigint[])
             AS s(id, task_id, name, agent, state, due_at, priority, input, output, idempotency_key, timeout_ms,
-                 config, retry, kind, compensates, domain, fallback_at, response_timeout_ms, on_timeout, bucket)";
+                 config, retry, kind, compensates, domain, fallback_at, response_timeout_ms, on_timeout, bucket,
+                 claim_timeout_ms, deadline_at)";
 
 /// Reserved ids not handed out yet, and the rows written ahead under the others.
 #[derive(Default)]
@@ -127,6 +130,8 @@ pub struct StepColumns {
     bucket: Vec<i32>,
     /// The transaction's time: each row's `created_at` and `updated_at`.
     at: i64,
+    claim_timeout_ms: Vec<Option<i64>>,
+    deadline_at: Vec<Option<i64>>,
 }
 
 impl StepColumns {
@@ -159,6 +164,8 @@ impl StepColumns {
             on_timeout: Vec::with_capacity(n),
             bucket: Vec::with_capacity(n),
             at: t.now.0,
+            claim_timeout_ms: Vec::with_capacity(n),
+            deadline_at: Vec::with_capacity(n),
         };
         for s in rows {
             c.id.push(s.id);
@@ -182,6 +189,8 @@ impl StepColumns {
             c.fallback_at.push(r.fallback_at);
             c.response_timeout_ms.push(r.response_timeout_ms);
             c.on_timeout.push(r.on_timeout);
+            c.claim_timeout_ms.push(r.claim_timeout_ms);
+            c.deadline_at.push(r.deadline_at);
         }
         Some(c)
     }
@@ -210,6 +219,8 @@ impl StepColumns {
             &self.on_timeout,
             &self.bucket,
             &self.at,
+            &self.claim_timeout_ms,
+            &self.deadline_at,
         ]
     }
 }

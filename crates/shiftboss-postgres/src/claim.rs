@@ -69,7 +69,7 @@ WITH clock AS MATERIALIZED (
        FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE steps s SET state = 'processing', locked_by = $1,
-           complete_by = c.now + least(s.timeout_ms, coalesce(s.response_timeout_ms, s.timeout_ms)),
+           complete_by = least(c.now + least(s.timeout_ms, coalesce(s.response_timeout_ms, s.timeout_ms)), s.deadline_at),
            claimed_at = c.now, lease_token = s.lease_token + 1 + floor(random() * 2147483648)::bigint, attempts = s.attempts + 1, updated_at = c.now
       FROM clock c
      WHERE s.id = ANY(ARRAY(SELECT id FROM picked))
@@ -220,13 +220,13 @@ fn limit_of<'p>(p: &'p ClaimDueSteps, agent: &str) -> Option<&'p AgentLimit> {
 }
 
 /// A step heartbeat: complete-by moves to now plus the response timeout, never past the claim's
-/// start plus the step's timeout, and never back. Fenced by the lease token like a reply; it needs
+/// start plus the step's timeout nor the step's deadline (its total timeout), and never back. Fenced by the lease token like a reply; it needs
 /// no task lock, as it changes no state and runs no decider.
 pub async fn extend_lease(t: &Tx<'_>, p: &ExtendLease) -> Result<Timestamp, StoreError> {
     let row = t
         .query_opt(
             "UPDATE steps SET complete_by = greatest(complete_by,
-                     least($3 + coalesce(response_timeout_ms, timeout_ms), claimed_at + timeout_ms)), updated_at = $3
+                     least($3 + coalesce(response_timeout_ms, timeout_ms), claimed_at + timeout_ms, deadline_at)), updated_at = $3
              WHERE id = $1 AND lease_token = $2 AND (state = 'processing') IS TRUE AND kind = 'agent' RETURNING complete_by",
             &[&p.step_id.0, &p.lease_token.0, &t.now.0],
         )

@@ -8,19 +8,22 @@
 //!
 //! A step whose policy is `alert_only` is not taken back when its complete-by passes: it keeps its
 //! holder, with no deadline left, and an alert says so.
+//!
+//! The sweep also times out due attempts that no one claimed within their claim timeout (Conductor's
+//! pollTimeoutSeconds), by the step's timeout policy.
 
 use crate::error::bad_column;
 use crate::rows::{count, get, retry_policy};
 use crate::tx::Tx;
 use shiftboss_core::retry::RetryPolicies;
 use shiftboss_core::workflow::OnTimeout;
-use shiftboss_core::{StepId, TaskId};
+use shiftboss_core::{StepId, TaskId, Timestamp};
 use shiftboss_store::advance::{self, HeldStep};
 use shiftboss_store::lapse::Lapse;
 use shiftboss_store::{ExpiryReport, LeaderTerm, StoreError};
 use tokio_postgres::Row;
 
-const HELD_COLUMNS: &str = "id, task_id, agent, failure_count, lease_token, locked_by, retry, on_timeout";
+const HELD_COLUMNS: &str = "id, task_id, agent, failure_count, lease_token, locked_by, retry, on_timeout, deadline_at";
 
 fn read_held(r: &Row) -> Result<HeldStep, StoreError> {
     Ok(HeldStep {
@@ -32,6 +35,7 @@ fn read_held(r: &Row) -> Result<HeldStep, StoreError> {
         locked_by: get(r, 5)?,
         retry: retry_policy(r, 6)?,
         on_timeout: parsed_on_timeout(get(r, 7)?)?,
+        deadline_at: get::<Option<i64>>(r, 8)?.map(Timestamp),
     })
 }
 
@@ -68,7 +72,23 @@ pub async fn expire_leases(
     let rows = t.query(&sql, &[&t.now.0, &i64::from(limit)]).await?;
     let held = rows.iter().map(read_held).collect::<Result<Vec<_>, _>>()?;
     let actor = format!("supervisor:{}", leader.holder);
-    advance::take_back(t, held, policies, Lapse::Expired, &actor).await
+    let mut report = advance::take_back(t, held, policies, Lapse::Expired, &actor).await?;
+    // Due attempts no one claimed within their claim timeout, by `steps_claim_by` (its expression
+    // word for word), fenced like a take-back (their lease token, `state = 'pending'`).
+    let sql = format!(
+        "SELECT {HELD_COLUMNS} FROM steps
+          WHERE state = 'pending' AND claim_timeout_ms IS NOT NULL
+            AND least(due_at, 4611686018427387903) + claim_timeout_ms <= $1
+          ORDER BY least(due_at, 4611686018427387903) + claim_timeout_ms LIMIT $2"
+    );
+    let rows = t.query(&sql, &[&t.now.0, &i64::from(limit)]).await?;
+    if !rows.is_empty() {
+        let unclaimed = rows.iter().map(read_held).collect::<Result<Vec<_>, _>>()?;
+        let more = advance::take_back(t, unclaimed, policies, Lapse::Unclaimed, &actor).await?;
+        report.retried += more.retried;
+        report.gave_up += more.gave_up;
+    }
+    Ok(report)
 }
 
 pub async fn release_instance_claims(

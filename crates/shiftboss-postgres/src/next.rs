@@ -35,12 +35,15 @@ pub fn next_claimable_expr(now: &str, agents: &str, buckets: &str, domains: &str
     )
 }
 
-/// After a sweep: the earliest complete-by still ahead (an `alert_only` step past its deadline has
-/// none), and the earliest due time of a pending step (a claim, then a complete-by, may follow).
+/// After a sweep: the earliest complete-by or claim timeout still ahead (an `alert_only` step past
+/// its deadline has none; `steps_claim_by` holds the claim timeouts), and the earliest due time of a pending step (a claim, then a complete-by, may follow).
 pub async fn after_sweep(t: &Tx<'_>) -> Result<(Option<Timestamp>, Option<Timestamp>), StoreError> {
     let row = t
         .query_one(
-            "SELECT (SELECT min(complete_by) FROM steps WHERE state = 'processing' AND complete_by < $1),
+            "SELECT least((SELECT min(complete_by) FROM steps WHERE state = 'processing' AND complete_by < $1),
+                          (SELECT min(least(due_at, 4611686018427387903) + claim_timeout_ms) FROM steps
+                            WHERE state = 'pending' AND claim_timeout_ms IS NOT NULL
+                              AND least(due_at, 4611686018427387903) + claim_timeout_ms < $1)),
                     (SELECT min(due_at) FROM steps WHERE state = 'pending' AND due_at < $1)",
             &[&HELD],
         )

@@ -19,7 +19,7 @@ use shiftboss_core::model::EventLevel;
 use shiftboss_core::retry::RetryPolicies;
 use shiftboss_core::state::StepEvent;
 use shiftboss_core::workflow::OnTimeout;
-use shiftboss_core::{StepState, TaskId};
+use shiftboss_core::{StepState, TaskId, Timestamp};
 use shiftboss_store::advance::{advance_task, error_text, refuse_reply, write_plan};
 use shiftboss_store::lapse::{self, LapsedStep};
 use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, event_kind as ev};
@@ -157,7 +157,7 @@ async fn record_failure(
     // Whether it gives up is the policy's to say; either way only a processing step may fail.
     let row = t
         .query_opt(
-            "SELECT agent, failure_count, retry, locked_by FROM steps
+            "SELECT agent, failure_count, retry, locked_by, deadline_at FROM steps
              WHERE id = $1 AND lease_token = $2 AND (state = 'processing') IS TRUE AND kind = 'agent'",
             &[&r.step_id.0, &r.lease_token.0],
         )
@@ -174,6 +174,7 @@ async fn record_failure(
         locked_by: get(&row, 3)?,
         lease_token: r.lease_token.0,
         on_timeout: OnTimeout::Retry,
+        deadline_at: get::<Option<i64>>(&row, 4)?.map(Timestamp),
     };
     let plan = lapse::plan_failure(held, &error_text(reason), t.now, policies, fastrand::f64());
     let due_now = plan.next == StepState::Pending && plan.due_at <= t.now;

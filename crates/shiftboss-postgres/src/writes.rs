@@ -224,9 +224,9 @@ impl WriteTx for Tx<'_> {
             .query_one(
                 "INSERT INTO steps (task_id, name, agent, state, due_at, priority, input, output, idempotency_key,
                                     timeout_ms, config, retry, created_at, updated_at, bucket, kind, compensates, domain,
-                                    fallback_at, response_timeout_ms, on_timeout)
+                                    fallback_at, response_timeout_ms, on_timeout, claim_timeout_ms, deadline_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13,
-                         (SELECT bucket FROM tasks WHERE id = $1), $14, $15, $16, $17, $18, $19)
+                         (SELECT bucket FROM tasks WHERE id = $1), $14, $15, $16, $17, $18, $19, $20, $21)
                  RETURNING id",
                 &[
                     &task.0,
@@ -248,6 +248,8 @@ impl WriteTx for Tx<'_> {
                     &new.fallback_at,
                     &new.response_timeout_ms,
                     &new.on_timeout,
+                    &new.claim_timeout_ms,
+                    &new.deadline_at,
                 ],
             )
             .await?;
@@ -368,7 +370,9 @@ impl WriteTx for Tx<'_> {
         self.flush_steps().await?;
         self.execute(
             "UPDATE steps SET state = 'pending', failure_count = 0, due_at = $3, locked_by = NULL,
-                    complete_by = NULL, last_error = NULL, updated_at = $4
+                    complete_by = NULL, last_error = NULL, updated_at = $4,
+                    -- tried again from the start: its total timeout counts from now
+                    deadline_at = $4 + (deadline_at - created_at)
              WHERE task_id = $1 AND name = $2",
             &[&task.0, &name, &due_at, &self.now.0],
         )
@@ -412,7 +416,7 @@ impl WriteTx for Tx<'_> {
                         due_at = CASE WHEN (SELECT state FROM tasks WHERE id = steps.task_id) = 'paused'
                                       THEN $8::bigint ELSE $5::bigint END,
                         locked_by = NULL, complete_by = NULL, updated_at = $7
-                 WHERE id = $1 AND lease_token = $2 AND (state = 'processing') IS TRUE",
+                 WHERE id = $1 AND lease_token = $2 AND (state = $9) IS TRUE",
                 &[
                     &step.0,
                     &lease_token,
@@ -422,6 +426,7 @@ impl WriteTx for Tx<'_> {
                     &plan.why,
                     &self.now.0,
                     &HELD,
+                    &plan.from.as_str(),
                 ],
             )
             .await?;
@@ -440,6 +445,18 @@ impl WriteTx for Tx<'_> {
                 "UPDATE steps SET complete_by = $3, updated_at = $4
                  WHERE id = $1 AND lease_token = $2 AND (state = 'processing') IS TRUE",
                 &[&step.0, &lease_token, &HELD, &self.now.0],
+            )
+            .await?;
+        Ok(changed == 1)
+    }
+
+    async fn mark_unclaimed(&self, step: StepId, lease_token: i64) -> Result<bool, StoreError> {
+        self.flush_steps().await?;
+        let changed = self
+            .execute(
+                "UPDATE steps SET claim_timeout_ms = NULL, updated_at = $3
+                 WHERE id = $1 AND lease_token = $2 AND (state = 'pending') IS TRUE",
+                &[&step.0, &lease_token, &self.now.0],
             )
             .await?;
         Ok(changed == 1)

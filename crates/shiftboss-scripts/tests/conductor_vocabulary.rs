@@ -205,3 +205,22 @@ async fn a_workflow_s_timeout_fails_it_while_it_waits() {
     assert_eq!(step(&d, "review").state, StepState::Cancelled, "the wait went with it");
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_def_s_total_timeout_and_poll_timeout_end_attempts_as_conductor_s_do() {
+    let h = Harness::start("ledger_export.json").await;
+    let d = h.run("x-1", json!({"month": "2026-10"})).await;
+    // totalTimeoutSeconds 3: two 1 s attempts a second apart, and no third (it would be due at 4 s).
+    let render = step(&d, "render");
+    assert_eq!(render.state, StepState::Error, "{render:#?}");
+    assert!((2..=3).contains(&render.attempts), "{render:#?}");
+    let gave_up = d.events.iter().find(|e| e.kind == "step.error" && e.step_id == Some(render.id)).unwrap();
+    assert_eq!(gave_up.detail["reason"], json!("its total timeout passed"), "{:?}", gave_up.detail);
+    // optional: the workflow went on to the archive, which no worker polls for. pollTimeoutSeconds
+    // 1 with TIME_OUT_WF: timed out unclaimed, and the workflow fails.
+    let archive = step(&d, "archive");
+    assert_eq!((archive.state, archive.attempts), (StepState::Error, 0), "{archive:#?}");
+    assert!(archive.last_error.as_deref().unwrap_or("").contains("claim timeout"), "{archive:#?}");
+    assert_eq!(d.task.state, TaskState::Failed);
+    h.stop().await;
+}

@@ -58,11 +58,13 @@ fn claim_group(t: &Tx<'_>, p: &ClaimDueSteps, agents: &[String], limit: u32) -> 
     let domains: Rc<Vec<Value>> = Rc::new(p.domains.iter().map(|d| Value::from(d.clone())).collect());
     // One statement picks and locks: inside the IMMEDIATE transaction no other writer runs, so no
     // other scheduler, in this process or another, can claim the same rows. With a response
-    // timeout, complete-by starts at the first response window; heartbeats move it on.
+    // timeout, complete-by starts at the first response window; heartbeats move it on. No
+    // complete-by runs past the step's deadline (its total timeout).
     let mut st =
         t.tx.prepare_cached(
             "UPDATE steps SET state = 'processing', locked_by = ?1,
-                    complete_by = ?2 + min(timeout_ms, coalesce(response_timeout_ms, timeout_ms)), claimed_at = ?2,
+                    complete_by = min(?2 + min(timeout_ms, coalesce(response_timeout_ms, timeout_ms)),
+                                      coalesce(deadline_at, ?2 + timeout_ms)), claimed_at = ?2,
                     lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?2
              WHERE id IN (SELECT id FROM steps
                           WHERE state = 'pending' AND due_at <= ?2 AND agent IN rarray(?3)
@@ -134,13 +136,14 @@ fn use_rate(t: &Tx<'_>, agent: &str, n: i64) -> Result<(), StoreError> {
 }
 
 /// A step heartbeat: complete-by moves to now plus the response timeout, never past the claim's
-/// start plus the step's timeout, and never back.
+/// start plus the step's timeout nor the step's deadline (its total timeout), and never back.
 pub fn extend_lease(t: &Tx<'_>, p: &shiftboss_store::ExtendLease) -> Result<Timestamp, StoreError> {
     let at: Option<i64> =
         t.tx.prepare_cached(
             "UPDATE steps SET complete_by = max(complete_by,
                      min(?3 + coalesce(response_timeout_ms, timeout_ms),
-                         coalesce(claimed_at + timeout_ms, ?3 + timeout_ms))), updated_at = ?3
+                         coalesce(claimed_at + timeout_ms, ?3 + timeout_ms),
+                         coalesce(deadline_at, ?3 + timeout_ms))), updated_at = ?3
              WHERE id = ?1 AND lease_token = ?2 AND state = 'processing' AND kind = 'agent' RETURNING complete_by",
         )
         .and_then(|mut st| st.query_row(params![p.step_id.0, p.lease_token.0, t.now.0], |r| r.get(0)).optional())

@@ -6,12 +6,12 @@ use crate::writes::run_now;
 use rusqlite::params;
 use shiftboss_core::retry::RetryPolicies;
 use shiftboss_core::workflow::OnTimeout;
-use shiftboss_core::{StepId, TaskId};
+use shiftboss_core::{StepId, TaskId, Timestamp};
 use shiftboss_store::advance::{self, HeldStep};
 use shiftboss_store::lapse::Lapse;
 use shiftboss_store::{ExpiryReport, LeaderTerm, StoreError};
 
-const HELD_COLUMNS: &str = "id, task_id, agent, failure_count, lease_token, locked_by, retry, on_timeout";
+const HELD_COLUMNS: &str = "id, task_id, agent, failure_count, lease_token, locked_by, retry, on_timeout, deadline_at";
 
 fn read_held(r: &rusqlite::Row<'_>) -> rusqlite::Result<HeldStep> {
     let retry = crate::rows::retry_policy(r, 6)?;
@@ -24,6 +24,7 @@ fn read_held(r: &rusqlite::Row<'_>) -> rusqlite::Result<HeldStep> {
         locked_by: r.get(5)?,
         retry,
         on_timeout: OnTimeout::parse(&r.get::<_, String>(7)?).unwrap_or_default(),
+        deadline_at: r.get::<_, Option<i64>>(8)?.map(Timestamp),
     })
 }
 
@@ -46,6 +47,13 @@ pub(crate) fn expired_sql() -> String {
     )
 }
 
+/// Due attempts no one claimed within their claim timeout, earliest first, by `steps_claim_by`
+/// (its expression word for word).
+pub(crate) const UNCLAIMED_SQL: &str = "SELECT id, task_id, agent, failure_count, lease_token, locked_by, retry, \
+     on_timeout, deadline_at FROM steps \
+     WHERE state = 'pending' AND claim_timeout_ms IS NOT NULL AND min(due_at, 4611686018427387903) + claim_timeout_ms <= ?1 \
+     ORDER BY min(due_at, 4611686018427387903) + claim_timeout_ms LIMIT ?2";
+
 pub fn expire_leases(
     t: &Tx<'_>,
     leader: &LeaderTerm,
@@ -55,7 +63,14 @@ pub fn expire_leases(
     check_leader(t, leader)?;
     let held = select_held(t, &expired_sql(), params![t.now.0, limit])?;
     let actor = format!("supervisor:{}", leader.holder);
-    take_back(t, held, policies, Lapse::Expired, &actor)
+    let mut report = take_back(t, held, policies, Lapse::Expired, &actor)?;
+    let unclaimed = select_held(t, UNCLAIMED_SQL, params![t.now.0, limit])?;
+    if !unclaimed.is_empty() {
+        let more = take_back(t, unclaimed, policies, Lapse::Unclaimed, &actor)?;
+        report.retried += more.retried;
+        report.gave_up += more.gave_up;
+    }
+    Ok(report)
 }
 
 pub fn release_instance_claims(

@@ -37,10 +37,11 @@ pub fn next_claimable(t: &Tx<'_>, p: &ClaimDueSteps) -> Result<Option<Timestamp>
     Ok(earliest(due, fallback))
 }
 
-/// After a sweep: the earliest complete-by still ahead (an `alert_only` step past its deadline has
-/// none), and the earliest due time of a pending step (a claim, then a complete-by, may follow).
+/// After a sweep: the earliest complete-by or claim timeout still ahead (an `alert_only` step past
+/// its deadline has none), and the earliest due time of a pending step (a claim, then a complete-by, may follow).
 pub fn after_sweep(t: &Tx<'_>) -> Result<(Option<Timestamp>, Option<Timestamp>), StoreError> {
-    let complete_by = min(t, NEXT_COMPLETE_BY, [HELD])?;
+    // A claim timeout is a deadline the sweep keeps, like a complete-by.
+    let complete_by = earliest(min(t, NEXT_COMPLETE_BY, [HELD])?, min(t, NEXT_CLAIM_BY, [HELD])?);
     let due = min(t, "SELECT min(due_at) FROM steps WHERE state = 'pending' AND due_at < ?1", [HELD])?;
     Ok((complete_by, due))
 }
@@ -56,6 +57,12 @@ pub fn after_reconcile(t: &Tx<'_>) -> Result<Option<Timestamp>, StoreError> {
 /// The earliest complete-by of a processing step, from `steps_processing`'s entries alone.
 pub(crate) const NEXT_COMPLETE_BY: &str =
     "SELECT min(complete_by) FROM steps WHERE state = 'processing' AND complete_by < ?1";
+
+/// The earliest end of a due attempt's claim timeout, from `steps_claim_by`'s entries alone (its
+/// expression word for word); a paused task's steps end far past `?1`.
+pub(crate) const NEXT_CLAIM_BY: &str = "SELECT min(min(due_at, 4611686018427387903) + claim_timeout_ms) FROM steps
+      WHERE state = 'pending' AND claim_timeout_ms IS NOT NULL
+        AND min(due_at, 4611686018427387903) + claim_timeout_ms < ?1";
 
 /// The earliest deadline of a live task, by `tasks_deadline` (its condition word for word).
 pub(crate) const NEXT_DEADLINE: &str = "SELECT min(deadline_at) FROM tasks INDEXED BY tasks_deadline

@@ -10,7 +10,7 @@ use shiftboss_core::model::EventLevel;
 use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
 use shiftboss_core::state::StepEvent;
 use shiftboss_core::workflow::OnTimeout;
-use shiftboss_core::{StepState, TaskId};
+use shiftboss_core::{StepState, TaskId, Timestamp};
 use shiftboss_store::advance::{advance_task, error_text, refuse_reply, write_plan};
 use shiftboss_store::lapse::{self, LapsedStep};
 use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, event_kind as ev};
@@ -35,20 +35,22 @@ fn record_failure(
     reason: &str,
     policies: &RetryPolicies,
 ) -> Result<Option<ReplyOutcome>, StoreError> {
-    type Held = (TaskId, String, u32, Option<RetryPolicy>, Option<String>);
+    type Held = (TaskId, String, u32, Option<RetryPolicy>, Option<String>, Option<Timestamp>);
     let held: Option<Held> =
         t.tx.prepare_cached(
-            "SELECT task_id, agent, failure_count, retry, locked_by FROM steps
+            "SELECT task_id, agent, failure_count, retry, locked_by, deadline_at FROM steps
              WHERE id = ?1 AND lease_token = ?2 AND state = 'processing' AND kind = 'agent'",
         )
         .and_then(|mut st| {
             st.query_row(params![r.step_id.0, r.lease_token.0], |row| {
-                Ok((TaskId(row.get(0)?), row.get(1)?, row.get(2)?, crate::rows::retry_policy(row, 3)?, row.get(4)?))
+                let deadline: Option<i64> = row.get(5)?;
+                let retry = crate::rows::retry_policy(row, 3)?;
+                Ok((TaskId(row.get(0)?), row.get(1)?, row.get(2)?, retry, row.get(4)?, deadline.map(Timestamp)))
             })
             .optional()
         })
         .map_err(map_err)?;
-    let Some((task_id, agent, failure_count, retry, locked_by)) = held else { return Ok(None) };
+    let Some((task_id, agent, failure_count, retry, locked_by, deadline_at)) = held else { return Ok(None) };
     let step = LapsedStep {
         agent: &agent,
         failure_count,
@@ -56,6 +58,7 @@ fn record_failure(
         locked_by: locked_by.as_deref(),
         lease_token: r.lease_token.0,
         on_timeout: OnTimeout::Retry,
+        deadline_at,
     };
     let plan = lapse::plan_failure(step, reason, t.now, policies, fastrand::f64());
     if !run_now(write_plan(t, r.step_id, task_id, r.lease_token.0, plan, actor))? {

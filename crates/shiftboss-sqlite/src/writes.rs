@@ -98,9 +98,9 @@ pub fn insert_row(
     t.tx.prepare_cached(
         "INSERT INTO steps (task_id, name, agent, state, due_at, priority, input, output, idempotency_key, timeout_ms,
                             config, retry, created_at, updated_at, bucket, kind, compensates, domain, fallback_at,
-                            response_timeout_ms, on_timeout)
+                            response_timeout_ms, on_timeout, claim_timeout_ms, deadline_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, (SELECT bucket FROM tasks WHERE id = ?1),
-                 ?14, ?15, ?16, ?17, ?18, ?19)",
+                 ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
     )
     .and_then(|mut st| {
         st.execute(params![
@@ -123,6 +123,8 @@ pub fn insert_row(
             row.fallback_at,
             row.response_timeout_ms,
             row.on_timeout,
+            row.claim_timeout_ms,
+            row.deadline_at,
         ])
     })
     .map_err(map_err)?;
@@ -428,7 +430,9 @@ impl WriteTx for Tx<'_> {
         self.tx
             .execute(
                 "UPDATE steps SET state = 'pending', failure_count = 0, due_at = ?3, locked_by = NULL,
-                        complete_by = NULL, last_error = NULL, updated_at = ?4
+                        complete_by = NULL, last_error = NULL, updated_at = ?4,
+                        -- tried again from the start: its total timeout counts from now
+                        deadline_at = ?4 + (deadline_at - created_at)
                  WHERE task_id = ?1 AND name = ?2",
                 params![task.0, name, due_at, self.now.0],
             )
@@ -477,7 +481,7 @@ impl WriteTx for Tx<'_> {
                         -- A paused task's step waits for the resume, like its other pending steps.
                         due_at = CASE WHEN (SELECT state FROM tasks WHERE id = steps.task_id) = 'paused'
                                       THEN ?8 ELSE ?5 END
-                 WHERE id = ?1 AND lease_token = ?2 AND state = 'processing'",
+                 WHERE id = ?1 AND lease_token = ?2 AND state = ?9",
             )
             .and_then(|mut st| {
                 st.execute(params![
@@ -488,7 +492,8 @@ impl WriteTx for Tx<'_> {
                     plan.due_at.0,
                     plan.why,
                     self.now.0,
-                    HELD
+                    HELD,
+                    plan.from.as_str(),
                 ])
             })
             .map_err(map_err)?;
@@ -502,6 +507,18 @@ impl WriteTx for Tx<'_> {
                 "UPDATE steps SET complete_by = ?3, updated_at = ?4
                  WHERE id = ?1 AND lease_token = ?2 AND state = 'processing'",
                 params![step.0, lease_token, HELD, self.now.0],
+            )
+            .map_err(map_err)?;
+        Ok(changed == 1)
+    }
+
+    async fn mark_unclaimed(&self, step: StepId, lease_token: i64) -> Result<bool, StoreError> {
+        let changed = self
+            .tx
+            .execute(
+                "UPDATE steps SET claim_timeout_ms = NULL, updated_at = ?3
+                 WHERE id = ?1 AND lease_token = ?2 AND state = 'pending'",
+                params![step.0, lease_token, self.now.0],
             )
             .map_err(map_err)?;
         Ok(changed == 1)

@@ -221,7 +221,7 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, shiftboss_sqlite::SCHEMA_VERSION);
-    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 17);
+    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 18);
     // Migration 15: history's events are indexed by id, for event streams that resume from an id.
     let by_id: i64 = c
         .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'events_history_id'", [], |r| {
@@ -257,6 +257,16 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     assert_eq!(generation, 0);
     let hot: Vec<String> = columns(&c, "tasks");
     assert_eq!(hot, columns(&c, "tasks_history"), "history keeps the hot table's columns, in order");
+    // Migration 18: the steps' claim timeout and deadline, in history too, and their sweep's index.
+    let steps: Vec<String> = columns(&c, "steps");
+    assert_eq!(steps, columns(&c, "steps_history"), "history keeps the steps' columns, in order");
+    assert!(steps.ends_with(&["claim_timeout_ms".to_owned(), "deadline_at".to_owned()]), "{steps:?}");
+    let claim_by: i64 = c
+        .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'steps_claim_by'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(claim_by, 1);
     // Migration 5: events are indexed by kind only for the rare kinds the summary counts.
     let indexes: Vec<String> = c
         .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' ORDER BY name")

@@ -159,6 +159,8 @@ macro_rules! conformance_suite {
                 heartbeats_extend_the_response_timeout_up_to_the_step_timeout,
                 a_silent_agent_is_expired_at_its_response_timeout,
                 on_timeout_fail_task_and_alert_only,
+                an_unclaimed_attempt_times_out_by_its_policy,
+                the_total_timeout_bounds_every_attempt_and_retry,
             }
             reconcile {
                 requires_a_live_leader_term,

@@ -44,6 +44,12 @@ pub struct StepRow {
     pub response_timeout_ms: Option<i64>,
     /// The name of its timeout policy (`retry`, `fail_task`, `alert_only`).
     pub on_timeout: &'static str,
+    /// How long a due attempt may wait for a claim, in milliseconds, before the supervisor times
+    /// it out (by `on_timeout`).
+    pub claim_timeout_ms: Option<i64>,
+    /// When all its attempts must have ended (its first due time plus its total timeout), in
+    /// milliseconds since the epoch: no complete-by runs past it, no retry is due at or after it.
+    pub deadline_at: Option<i64>,
 }
 
 impl StepRow {
@@ -89,6 +95,8 @@ pub fn step_row(def: &WorkflowDef, n: &NewStep, task: &TaskRow, now: Timestamp) 
         fallback_at: step.domain_fallback.map(|d| now.plus(d).0),
         response_timeout_ms: step.response_timeout.map(duration_ms),
         on_timeout: step.on_timeout.as_str(),
+        claim_timeout_ms: step.claim_timeout.map(duration_ms),
+        deadline_at: step.total_timeout.map(|t| due_at.saturating_add(duration_ms(t))),
     })
 }
 

@@ -12,6 +12,9 @@ pub const STEP_PROCESSED: &str = "step.processed";
 pub const STEP_ERROR: &str = "step.error";
 /// The supervisor found the lease lapsed and scheduled a retry.
 pub const STEP_EXPIRED: &str = "step.expired";
+/// A due attempt waited past its claim timeout with no claim; the step's timeout policy set
+/// what follows (a retry, or Error).
+pub const STEP_UNCLAIMED: &str = "step.unclaimed";
 /// A restarted scheduler returned a step it held before it died.
 pub const STEP_RELEASED: &str = "step.released";
 pub const STEP_RESUBMITTED: &str = "step.resubmitted";
@@ -45,7 +48,8 @@ pub const FAILURE_WORKFLOW_NOT_STARTED: &str = "task.failure_workflow_not_starte
 pub const WAIT_ENDED: &str = "wait.ended";
 /// An operator skipped a step.
 pub const STEP_SKIPPED: &str = "step.skipped";
-/// The supervisor found a lease lapsed on a step whose policy is to alert only: it stays.
+/// The supervisor found a lease lapsed, or a due attempt unclaimed past its claim timeout, on a
+/// step whose policy is to alert only: it stays.
 pub const STEP_OVERDUE: &str = "step.overdue";
 /// An agent (a retry job's handler) reported that an attempt failed; the retry policy set the next try.
 pub const STEP_FAILED: &str = "step.failed";

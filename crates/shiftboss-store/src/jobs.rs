@@ -133,6 +133,8 @@ impl EnqueueJob {
             fallback_at: None,
             response_timeout_ms: None,
             on_timeout: OnTimeout::Retry.as_str(),
+            claim_timeout_ms: None,
+            deadline_at: None,
         }
     }
 

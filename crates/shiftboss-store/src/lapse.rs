@@ -15,6 +15,9 @@ pub enum Lapse {
     Expired,
     /// Its holder restarted: retry at once.
     Released,
+    /// A due attempt was not claimed within the step's claim timeout (the supervisor's sweep):
+    /// by the step's timeout policy, as an expiry.
+    Unclaimed,
 }
 
 /// What a store reads of a held step to decide.
@@ -33,11 +36,16 @@ pub struct LapsedStep<'a> {
     /// The step's timeout policy; an expiry of a `fail_task` step gives up at once. (A store
     /// handles `alert_only` itself: the step stays with its holder.)
     pub on_timeout: OnTimeout,
+    /// When all its attempts must have ended (its total timeout): no retry is due at or after it.
+    pub deadline_at: Option<Timestamp>,
 }
 
 /// What to write: the step's new fields, and its events.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LapsePlan {
+    /// The state the step is taken from (Processing; Pending for an unclaimed attempt): the
+    /// write is fenced by it.
+    pub from: StepState,
     /// Pending to run again, or Error when the policy gives up.
     pub next: StepState,
     /// The count with this failure.
@@ -57,26 +65,56 @@ pub struct LapsePlan {
 /// Decides. `random` is in [0, 1), for jittered policies.
 pub fn plan(step: LapsedStep<'_>, lapse: Lapse, now: Timestamp, policies: &RetryPolicies, random: f64) -> LapsePlan {
     let failure_count = step.failure_count + 1;
-    let decision = match (step.on_timeout, lapse) {
-        (OnTimeout::FailTask, Lapse::Expired) => RetryDecision::GiveUp,
+    let timed_out = matches!(lapse, Lapse::Expired | Lapse::Unclaimed);
+    let decision = match step.on_timeout {
+        OnTimeout::FailTask if timed_out => RetryDecision::GiveUp,
         _ => policies.resolve(step.agent, step.retry).after_failure(failure_count, random),
     };
+    // A release retries at once, whatever the policy's delay.
+    let at_once = lapse == Lapse::Released;
+    let (decision, past_deadline) = within_deadline(decision, &step, now, at_once);
     let give_up = decision == RetryDecision::GiveUp;
-    let next = StepState::Processing.on(StepEvent::Expire { give_up }).expect("a processing step can always expire");
+    let from = if lapse == Lapse::Unclaimed { StepState::Pending } else { StepState::Processing };
+    let event = match lapse {
+        Lapse::Unclaimed => StepEvent::ClaimTimeout { give_up },
+        _ => StepEvent::Expire { give_up },
+    };
+    let next = from.on(event).expect("a processing step can always expire, a pending one time out");
     let due_at = match (decision, lapse) {
-        (RetryDecision::RetryAfter(d), Lapse::Expired) => now.plus(d),
+        (RetryDecision::RetryAfter(d), Lapse::Expired | Lapse::Unclaimed) => now.plus(d),
         _ => now,
     };
     let holder = step.locked_by.unwrap_or("?");
     let (kind, why) = match lapse {
         Lapse::Expired => (ev::STEP_EXPIRED, format!("lease expired: no reply by complete-by (held by {holder})")),
         Lapse::Released => (ev::STEP_RELEASED, format!("its scheduler {holder} restarted while holding it")),
+        Lapse::Unclaimed => (ev::STEP_UNCLAIMED, "no claim within its claim timeout (no worker polled for it)".into()),
     };
     let reason = match step.on_timeout {
-        OnTimeout::FailTask if lapse == Lapse::Expired => "timed out; the step's policy fails the task",
+        _ if past_deadline => "its total timeout passed",
+        OnTimeout::FailTask if timed_out => "timed out; the step's policy fails the task",
         _ => "retry policy exhausted",
     };
-    finish(step, failure_count, next, due_at, kind, why, reason)
+    let mut p = finish(step, failure_count, next, due_at, kind, why, reason);
+    p.from = from;
+    p
+}
+
+/// The retry decision, given up when the next attempt would be due at or after the step's total
+/// timeout (at once, or after the policy's delay); true when that is why it gives up.
+fn within_deadline(
+    decision: RetryDecision,
+    step: &LapsedStep<'_>,
+    now: Timestamp,
+    at_once: bool,
+) -> (RetryDecision, bool) {
+    match (decision, step.deadline_at) {
+        (RetryDecision::RetryAfter(d), Some(deadline)) => {
+            let due = if at_once { now } else { now.plus(d) };
+            if due >= deadline { (RetryDecision::GiveUp, true) } else { (decision, false) }
+        }
+        (d, _) => (d, false),
+    }
 }
 
 /// Decides for an attempt its agent reported as failed (a retry job's handler failure, M5): the
@@ -90,13 +128,15 @@ pub fn plan_failure(
 ) -> LapsePlan {
     let failure_count = step.failure_count + 1;
     let decision = policies.resolve(step.agent, step.retry).after_failure(failure_count, random);
+    let (decision, past_deadline) = within_deadline(decision, &step, now, false);
     let give_up = decision == RetryDecision::GiveUp;
     let next = StepState::Processing.on(StepEvent::Fail { give_up }).expect("a processing step can always fail");
     let due_at = match decision {
         RetryDecision::RetryAfter(d) => now.plus(d),
         RetryDecision::GiveUp => now,
     };
-    finish(step, failure_count, next, due_at, ev::STEP_FAILED, reason.to_owned(), "retry policy exhausted")
+    let reason_given_up = if past_deadline { "its total timeout passed" } else { "retry policy exhausted" };
+    finish(step, failure_count, next, due_at, ev::STEP_FAILED, reason.to_owned(), reason_given_up)
 }
 
 fn finish(
@@ -116,7 +156,7 @@ fn finish(
         "retry_at": (!give_up).then_some(due_at.0),
     });
     let alert = give_up.then(|| json!({"reason": give_up_reason, "failure_count": failure_count, "error": why}));
-    LapsePlan { next, failure_count, due_at, why, kind, detail, alert }
+    LapsePlan { from: StepState::Processing, next, failure_count, due_at, why, kind, detail, alert }
 }
 
 #[cfg(test)]
@@ -132,6 +172,7 @@ mod tests {
             locked_by: Some("s1"),
             lease_token: 7,
             on_timeout: OnTimeout::Retry,
+            deadline_at: None,
         }
     }
 
@@ -172,6 +213,35 @@ mod tests {
         let last = plan_failure(step(2), "still refused", now, &policies(), 0.5);
         assert_eq!((last.next, last.failure_count), (StepState::Error, 3));
         assert_eq!(last.alert.unwrap()["error"], "still refused");
+    }
+
+    #[test]
+    fn no_retry_is_due_at_or_after_the_total_timeout() {
+        let now = Timestamp(1_000_000);
+        // The next try would be due at 1_005_000: within a deadline after it, past one before it.
+        let within = LapsedStep { deadline_at: Some(Timestamp(1_005_001)), ..step(1) };
+        assert_eq!(plan(within, Lapse::Expired, now, &policies(), 0.5).next, StepState::Pending);
+        let past = LapsedStep { deadline_at: Some(Timestamp(1_005_000)), ..step(1) };
+        let p = plan(past, Lapse::Expired, now, &policies(), 0.5);
+        assert_eq!((p.next, p.failure_count), (StepState::Error, 2));
+        assert_eq!(p.alert.unwrap()["reason"], "its total timeout passed");
+        let f = plan_failure(past, "refused", now, &policies(), 0.5);
+        assert_eq!((f.next, f.alert.unwrap()["reason"].as_str()), (StepState::Error, Some("its total timeout passed")));
+        // A release retries at once, so a deadline still ahead does not stop it.
+        assert_eq!(plan(past, Lapse::Released, now, &policies(), 0.5).next, StepState::Pending);
+    }
+
+    #[test]
+    fn an_unclaimed_attempt_counts_a_failure_by_the_timeout_policy() {
+        let now = Timestamp(1_000_000);
+        let p = plan(step(0), Lapse::Unclaimed, now, &policies(), 0.5);
+        assert_eq!((p.next, p.failure_count, p.due_at), (StepState::Pending, 1, Timestamp(1_001_000)));
+        assert_eq!(p.kind, ev::STEP_UNCLAIMED);
+        assert!(p.why.contains("claim timeout"), "{}", p.why);
+        let fail = LapsedStep { on_timeout: OnTimeout::FailTask, ..step(0) };
+        let p = plan(fail, Lapse::Unclaimed, now, &policies(), 0.5);
+        assert_eq!(p.next, StepState::Error);
+        assert!(p.alert.unwrap()["reason"].as_str().unwrap().contains("fails the task"));
     }
 
     #[test]

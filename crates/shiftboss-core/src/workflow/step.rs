@@ -144,6 +144,16 @@ pub struct StepDef {
     /// report moving complete-by on, never past the start plus `timeout`.
     #[serde(with = "serde_duration::option", default, skip_serializing_if = "Option::is_none")]
     pub response_timeout: Option<Duration>,
+    /// How long a due attempt may wait for a claim (Conductor's pollTimeoutSeconds): past it, the
+    /// supervisor times the attempt out by `on_timeout`, as if a claim's complete-by had passed.
+    #[serde(with = "serde_duration::option", default, skip_serializing_if = "Option::is_none")]
+    pub claim_timeout: Option<Duration>,
+    /// How long all the step's attempts may take, from its first due time (Conductor's
+    /// totalTimeoutSeconds): no claim's complete-by runs past it (a shorter total timeout than
+    /// `timeout` cuts the first attempt short), and no retry is scheduled at or after it; the
+    /// step then goes to Error.
+    #[serde(with = "serde_duration::option", default, skip_serializing_if = "Option::is_none")]
+    pub total_timeout: Option<Duration>,
     /// What the supervisor does when a claim's complete-by passes (retry by default).
     #[serde(default, skip_serializing_if = "is_retry")]
     pub on_timeout: OnTimeout,

@@ -215,6 +215,16 @@ impl<'a> Checker<'a> {
         {
             return Err(err(f("response_timeout"), "must be more than 0 and at most the step's timeout"));
         }
+        if let Some(c) = s.claim_timeout
+            && (c.is_zero() || c > MAX_TASK_TIMEOUT)
+        {
+            return Err(err(f("claim_timeout"), "must be more than 0 and at most 366 days"));
+        }
+        if let Some(t) = s.total_timeout
+            && (t.is_zero() || t > MAX_TASK_TIMEOUT)
+        {
+            return Err(err(f("total_timeout"), "must be more than 0 and at most 366 days"));
+        }
         if let Some(p) = &s.retry {
             p.validate().map_err(|e| err(f("retry"), e.to_string()))?;
         }
@@ -250,7 +260,7 @@ impl<'a> Checker<'a> {
 
 /// The fields set on a step that its kind does not use.
 fn misplaced(s: &StepDef) -> Vec<&'static str> {
-    let set: [(&'static str, bool, &[StepKind]); 29] = {
+    let set: [(&'static str, bool, &[StepKind]); 31] = {
         use StepKind::*;
         [
             ("agent", s.agent.is_some(), &[Agent]),
@@ -261,6 +271,8 @@ fn misplaced(s: &StepDef) -> Vec<&'static str> {
             ("permissive", s.permissive, &[Agent, SubWorkflow]),
             ("timeout", s.timeout.is_some(), &[Agent]),
             ("response_timeout", s.response_timeout.is_some(), &[Agent]),
+            ("claim_timeout", s.claim_timeout.is_some(), &[Agent]),
+            ("total_timeout", s.total_timeout.is_some(), &[Agent]),
             ("on_timeout", s.on_timeout != Default::default(), &[Agent]),
             ("retry", s.retry.is_some(), &[Agent]),
             ("priority", s.priority != 0, &[Agent]),

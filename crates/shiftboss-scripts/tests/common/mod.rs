@@ -75,6 +75,8 @@ const WORKERS: &[(&str, Answer)] = &[
         ]})
     }),
     ("prepare", |_| json!({})),
+    // Hangs past every attempt's 1 s timeout (`archive_ledger`, remote, has no worker at all).
+    ("render_ledger", |_| json!({"hang_ms": 4000})),
     // The wider vocabulary's definitions.
     ("lookup_member", |_| json!({"tier": "gold"})),
     (
@@ -164,6 +166,8 @@ impl Harness {
         let mut builder = Engine::builder(store.clone(), InstanceId::new("e1").unwrap())
             .agent("inline", InlineAgent::new(js, 2))
             .agent("jq", JqAgent::new(worker, JqLimits::default()))
+            // A remote worker's agent that no worker here serves: nothing ever claims its steps.
+            .remote_agent("archive_ledger")
             .config(config);
         let mut names: Vec<&str> = WORKERS.iter().map(|(n, _)| *n).collect();
         names.sort_unstable();

@@ -123,3 +123,86 @@ pub async fn on_timeout_fail_task_and_alert_only<F: Fixture>(f: F) {
     assert_eq!(count(&h.task(lenient).await.events, ev::STEP_OVERDUE), 1, "alerted once");
     assert!(matches!(h.complete("s1", &c, json!({})).await, ReplyOutcome::Applied { .. }), "its late reply counts");
 }
+
+pub async fn an_unclaimed_attempt_times_out_by_its_policy<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    let step = |on_timeout: &str| {
+        json!({"name": "pay", "agent": WORKER, "claim_timeout": "5s", "on_timeout": on_timeout,
+               "retry": {"kind": "intervals", "intervals": ["1s", "1s"]}})
+    };
+    h.register(&def(json!({"name": "polled", "steps": [step("retry")]}))).await;
+    h.register(&def(json!({"name": "strict", "compensate_on_failure": false, "steps": [step("fail_task")]}))).await;
+    h.register(&def(json!({"name": "lenient", "steps": [step("alert_only")]}))).await;
+    let leader = h.supervisor().await;
+    let polled = h.submit("p", "polled", 0).await;
+    let strict = h.submit("s", "strict", 0).await;
+    let lenient = h.submit("l", "lenient", 0).await;
+    let paused = h.submit("held", "polled", 0).await;
+    h.operate(paused, TaskCommand::Pause).await;
+
+    h.advance(ms(4_999));
+    assert_eq!(h.expire(&leader, Default::default()).await.unwrap(), ExpiryReport::default(), "not yet");
+    h.advance(ms(1));
+    let r = h.expire(&leader, Default::default()).await.unwrap();
+    assert_eq!((r.retried, r.gave_up), (1, 1), "retry: counted and tried again; fail_task: gives up");
+
+    let s = h.step_named(polled, "pay").await;
+    assert_eq!((s.state, s.failure_count), (StepState::Pending, 1));
+    assert!(s.last_error.as_deref().unwrap_or("").contains("claim timeout"), "{:?}", s.last_error);
+    assert_eq!(count(&h.task(polled).await.events, ev::STEP_UNCLAIMED), 1);
+    assert_eq!(h.task(strict).await.task.state, TaskState::Failed);
+    let l = h.step_named(lenient, "pay").await;
+    assert_eq!((l.state, l.failure_count), (StepState::Pending, 0), "alert_only: it waits on for a worker");
+    assert_eq!(count(&h.task(lenient).await.events, ev::STEP_OVERDUE), 1);
+    let held = h.step_named(paused, "pay").await;
+    assert_eq!((held.state, held.failure_count), (StepState::Pending, 0), "a paused task's steps wait for the resume");
+
+    // The retry is due after the policy's delay, with a claim timeout of its own; the alert was once.
+    h.advance(secs(30));
+    let r = h.expire(&leader, Default::default()).await.unwrap();
+    assert_eq!((r.retried, r.gave_up), (1, 0), "the retry timed out too: {r:?}");
+    assert_eq!(count(&h.task(lenient).await.events, ev::STEP_OVERDUE), 1, "alerted once");
+    h.advance(secs(1));
+    let claimed = h.claim_all("w1").await;
+    assert_eq!(claimed.len(), 2, "the polled task's step and the lenient one are claimable");
+    for c in &claimed {
+        h.complete("w1", c, json!({})).await;
+    }
+    assert_eq!(h.task(polled).await.task.state, TaskState::Completed);
+    assert_eq!(h.task(lenient).await.task.state, TaskState::Completed);
+}
+
+pub async fn the_total_timeout_bounds_every_attempt_and_retry<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register(&def(json!({"name": "bounded", "compensate_on_failure": false, "steps": [
+        {"name": "pay", "agent": WORKER, "timeout": "10s", "total_timeout": "15s",
+         "retry": {"kind": "intervals", "intervals": ["1s", "1s", "1s"]}}
+    ]})))
+    .await;
+    let leader = h.supervisor().await;
+    let start = h.now();
+    let task = h.submit("b", "bounded", 0).await;
+    let c = h.claim_one("s1").await;
+    assert_eq!(c.complete_by, start.plus(secs(10)), "the first attempt's own window");
+    h.advance(secs(10));
+    assert_eq!(h.expire(&leader, Default::default()).await.unwrap().retried, 1, "due at 11 s: within 15 s");
+    h.advance(secs(1));
+    let c = h.claim_one("s1").await;
+    assert_eq!(c.complete_by, start.plus(secs(15)), "cut at the deadline, not 21 s");
+    let p = ExtendLease { step_id: c.id, lease_token: c.lease_token };
+    assert_eq!(h.store.extend_lease(p).await.unwrap(), start.plus(secs(15)), "a heartbeat does not pass it");
+    h.advance(secs(4));
+    assert_eq!(h.expire(&leader, Default::default()).await.unwrap().gave_up, 1, "no retry at or after 15 s");
+    let d = h.task(task).await;
+    assert_eq!(d.task.state, TaskState::Failed);
+    let alert = d.events.iter().rev().find(|e| e.kind == ev::STEP_ERROR).expect("the step's alert");
+    assert_eq!(alert.detail["reason"], "its total timeout passed", "{:?}", alert.detail);
+
+    // An operator's retry gives the step its budget again.
+    h.operate(task, TaskCommand::Retry).await;
+    let again = h.now();
+    let c = h.claim_one("s1").await;
+    assert_eq!(c.complete_by, again.plus(secs(10)));
+    h.complete("s1", &c, json!({})).await;
+    assert_eq!(h.task(task).await.task.state, TaskState::Completed);
+}

@@ -1,5 +1,6 @@
-//! Taking back held steps (P6, P17): the supervisor's sweep of lapsed leases, a restarted
-//! scheduler's release of what it held, and a failed attempt its agent reported. The store reads
+//! Taking back held steps (P6, P17): the supervisor's sweep of lapsed leases (and of due attempts
+//! no one claimed within their claim timeout), a restarted scheduler's release of what it held,
+//! and a failed attempt its agent reported. The store reads
 //! the held steps; what becomes of each is planned by `lapse` and written here, fenced by the lease
 //! token it was read with, so that each lapse is counted once.
 
@@ -11,9 +12,9 @@ use crate::{ExpiryReport, StoreError};
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
 use shiftboss_core::workflow::OnTimeout;
-use shiftboss_core::{StepId, TaskId};
+use shiftboss_core::{StepId, TaskId, Timestamp};
 
-/// A processing step as a store read it to take it back.
+/// A processing step as a store read it to take it back (or a pending one past its claim timeout).
 #[derive(Debug, Clone)]
 pub struct HeldStep {
     /// The step's id.
@@ -32,6 +33,8 @@ pub struct HeldStep {
     pub retry: Option<RetryPolicy>,
     /// Its timeout policy: on an expiry, `alert_only` keeps the step with its holder, `fail_task` gives up.
     pub on_timeout: OnTimeout,
+    /// When all its attempts must have ended (its total timeout), if it has one.
+    pub deadline_at: Option<Timestamp>,
 }
 
 /// Takes the held steps back, their tasks locked first; a step that gives up moves its task on.
@@ -53,6 +56,14 @@ pub async fn take_back<T: WriteTx>(
             }
             continue;
         }
+        if lapse == Lapse::Unclaimed && h.on_timeout == OnTimeout::AlertOnly {
+            // The step stays in the queue for a worker, and an alert says so, once.
+            if t.mark_unclaimed(h.id, h.lease_token).await? {
+                let detail = serde_json::json!({"unclaimed": true, "failure_count": h.failure_count});
+                t.event(h.task_id, Some(h.id), ev::STEP_OVERDUE, EventLevel::Alert, actor, detail).await?;
+            }
+            continue;
+        }
         let step = LapsedStep {
             agent: &h.agent,
             failure_count: h.failure_count,
@@ -60,6 +71,7 @@ pub async fn take_back<T: WriteTx>(
             locked_by: h.locked_by.as_deref(),
             lease_token: h.lease_token,
             on_timeout: h.on_timeout,
+            deadline_at: h.deadline_at,
         };
         let plan = lapse::plan(step, lapse, t.now(), policies, fastrand::f64());
         let gave_up = plan.alert.is_some();

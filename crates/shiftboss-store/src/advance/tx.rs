@@ -210,8 +210,8 @@ pub trait WriteTx {
     /// Marks a step processed with this output, clearing its lease (a skip).
     async fn finish_step(&self, task: TaskId, name: &str, output: &Value) -> Result<()>;
 
-    /// Writes what becomes of a held step (a lapse, or a failed attempt), fenced by its lease
-    /// token and `state = 'processing'`: false when the step had moved on. A step of a paused task
+    /// Writes what becomes of a held step (a lapse, or a failed attempt) or of an unclaimed one,
+    /// fenced by its lease token and its state (`plan.from`): false when the step had moved on. A step of a paused task
     /// that goes back to pending is held like its others; a step back in the queue rings the
     /// due-work channel.
     async fn write_lapse(&self, step: StepId, lease_token: i64, plan: &LapsePlan) -> Result<bool>;
@@ -219,4 +219,9 @@ pub trait WriteTx {
     /// An `alert_only` step past its complete-by keeps its holder with no deadline; fenced like a
     /// take-back, false when the step had moved on.
     async fn mark_overdue(&self, step: StepId, lease_token: i64) -> Result<bool>;
+
+    /// An `alert_only` step unclaimed past its claim timeout stays pending and is not looked at
+    /// again for it (its claim timeout is dropped); fenced by the lease token and
+    /// `state = 'pending'`, false when the step had moved on.
+    async fn mark_unclaimed(&self, step: StepId, lease_token: i64) -> Result<bool>;
 }
