@@ -48,6 +48,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let running = engine.start(); // the scheduler and the supervisor, in this process
     let submitted = engine
         .submit(SubmitTask {
+            domains: Default::default(),
             notify: None,
             key: "order-42".into(),
             workflow: "order".into(),

@@ -65,6 +65,7 @@ impl Fixture {
 
 fn order(key: &str) -> SubmitTask {
     SubmitTask {
+        domains: Default::default(),
         notify: None,
         key: key.into(),
         workflow: "order".into(),

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 fn task(key: &str, input: serde_json::Value) -> SubmitTask {
     SubmitTask {
+        domains: Default::default(),
         notify: None,
         key: key.into(),
         workflow: "order".into(),

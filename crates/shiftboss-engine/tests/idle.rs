@@ -387,6 +387,7 @@ async fn an_idle_engine_makes_few_store_calls_and_starts_a_delayed_retry_on_time
 
     let task = engine
         .submit(SubmitTask {
+            domains: Default::default(),
             notify: None,
             key: "t".into(),
             workflow: "w".into(),

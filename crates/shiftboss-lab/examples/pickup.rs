@@ -75,6 +75,7 @@ async fn main() -> anyhow::Result<()> {
     for i in 0..count {
         let k = format!("{run}-{i}");
         let t = SubmitTask {
+            domains: Default::default(),
             notify: None,
             key: k.clone(),
             workflow: "pickup".into(),

@@ -30,7 +30,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (15, "0015_outbox_lookups", include_str!("migrations/0015_outbox_lookups.sql")),
     (16, "0016_id_epochs", include_str!("migrations/0016_id_epochs.sql")),
     (17, "0017_more_step_kinds", include_str!("migrations/0017_more_step_kinds.sql")),
-    (18, "0018_step_deadlines", include_str!("migrations/0018_step_deadlines.sql")),
+    (18, "0018_deadlines_and_domains", include_str!("migrations/0018_deadlines_and_domains.sql")),
 ];
 
 /// The schema version this build writes and reads.

@@ -19,8 +19,8 @@ use std::sync::Arc;
 use tokio_postgres::Row;
 
 /// The columns [`task_row`] reads, in its order.
-pub const TASK_ROW_COLUMNS: &str =
-    "state, workflow, workflow_version, input, task_key, priority, depth, parent_task_id IS NOT NULL, generation";
+pub const TASK_ROW_COLUMNS: &str = "state, workflow, workflow_version, input, task_key, priority, depth, parent_task_id IS NOT NULL, generation, \
+     domains";
 
 /// A [`TaskRow`] from [`TASK_ROW_COLUMNS`], starting at column `at`.
 pub fn task_row(row: &Row, at: usize) -> Result<TaskRow, StoreError> {
@@ -34,6 +34,7 @@ pub fn task_row(row: &Row, at: usize) -> Result<TaskRow, StoreError> {
         depth: i64::from(get::<i32>(row, at + 6)?),
         is_child: get(row, at + 7)?,
         generation: get(row, at + 8)?,
+        domains: shiftboss_store::advance::domains_of(get::<Option<&str>>(row, at + 9)?),
     })
 }
 
@@ -130,8 +131,8 @@ impl WriteTx for Tx<'_> {
         let row = self
             .query_opt(
                 "INSERT INTO tasks (task_key, workflow, workflow_version, state, priority, input, created_at, updated_at,
-                                    bucket, parent_task_id, parent_step, depth, deadline_at)
-                 VALUES ($1, $2, $3, 'running', $4, $5, $6, $6, $7, $8, $9, $10, $11)
+                                    bucket, parent_task_id, parent_step, depth, deadline_at, domains)
+                 VALUES ($1, $2, $3, 'running', $4, $5, $6, $6, $7, $8, $9, $10, $11, $12)
                  ON CONFLICT (task_key) DO NOTHING
                  RETURNING id",
                 &[
@@ -146,6 +147,7 @@ impl WriteTx for Tx<'_> {
                     &parent_step,
                     &depth,
                     &new.deadline_at,
+                    &new.domains,
                 ],
             )
             .await?;

@@ -267,6 +267,7 @@ async fn an_insert_waiting_on_an_archiver_finds_the_key_in_history() {
             async move {
                 if by_submit {
                     let p = SubmitTask {
+                        domains: Default::default(),
                         notify: None,
                         key: key.clone(),
                         workflow: "job:mail".into(),

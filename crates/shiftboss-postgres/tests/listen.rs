@@ -17,6 +17,7 @@ use tokio::time::timeout;
 
 fn task(key: &str) -> SubmitTask {
     SubmitTask {
+        domains: Default::default(),
         notify: None,
         key: key.into(),
         workflow: "w".into(),

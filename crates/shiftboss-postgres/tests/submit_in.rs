@@ -18,6 +18,7 @@ fn workflow() -> WorkflowDef {
 
 fn submit(key: &str) -> SubmitTask {
     SubmitTask {
+        domains: Default::default(),
         notify: None,
         key: key.into(),
         workflow: "order".into(),

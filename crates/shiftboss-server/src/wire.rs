@@ -228,6 +228,11 @@ pub struct SubmitTask {
     /// submission's transaction. Not part of what makes a repeated submission the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<Webhook>,
+    /// Isolation domains by agent type: a step whose definition names no domain goes only to
+    /// schedulers and workers serving the domain of its agent type, else of `"*"` (Conductor's
+    /// taskToDomain). A sub-workflow's child task takes its parent's. Names as workflow names.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub domains: std::collections::BTreeMap<String, String>,
 }
 
 /// Where a status channel's messages go (Standard Webhooks: each message signed with `secret`).

@@ -104,6 +104,7 @@ async fn sign_in_see_why_a_task_failed_and_resubmit_it() {
     // A task whose charge is declined: it fails, and its page says why.
     let task = engine
         .submit(SubmitTask {
+            domains: Default::default(),
             notify: None,
             key: "o-1".into(),
             workflow: "order".into(),
@@ -175,6 +176,7 @@ async fn sign_in_see_why_a_task_failed_and_resubmit_it() {
     let mut failed = Vec::new();
     for key in ["o-2", "o-3"] {
         let s = SubmitTask {
+            domains: Default::default(),
             notify: None,
             key: key.into(),
             workflow: "order".into(),

@@ -29,7 +29,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0015_event_stream.sql"),
     include_str!("migrations/0016_task_generation.sql"),
     include_str!("migrations/0017_cursors.sql"),
-    include_str!("migrations/0018_step_deadlines.sql"),
+    include_str!("migrations/0018_deadlines_and_domains.sql"),
 ];
 
 /// The schema version this build writes and reads.

@@ -161,6 +161,7 @@ macro_rules! conformance_suite {
                 on_timeout_fail_task_and_alert_only,
                 an_unclaimed_attempt_times_out_by_its_policy,
                 the_total_timeout_bounds_every_attempt_and_retry,
+                a_tasks_domains_place_its_steps_and_its_childrens,
             }
             reconcile {
                 requires_a_live_leader_term,

@@ -79,9 +79,16 @@ pub fn step_row(def: &WorkflowDef, n: &NewStep, task: &TaskRow, now: Timestamp) 
         (StepKind::Agent, _) => step.delay.map_or(now.0, |d| now.plus(d).0),
         _ => now.0,
     };
+    // An agent chosen at run time is the decider's; the definition holds its expression.
+    let agent = n.agent.clone().unwrap_or_else(|| step.agent_name().to_owned());
+    // The definition's domain, else the task's for this agent; an agent step's only.
+    let domain = match (&step.domain, n.kind) {
+        (Some(d), _) => Some(d.clone()),
+        (None, StepKind::Agent) => crate::domain_for(&task.domains, &agent).cloned(),
+        (None, _) => None,
+    };
     Ok(StepRow {
-        // An agent chosen at run time is the decider's; the definition holds its expression.
-        agent: n.agent.clone().unwrap_or_else(|| step.agent_name().to_owned()),
+        agent,
         due_at,
         priority: step.priority_in(task.priority),
         input: n.input.to_string(),
@@ -91,7 +98,7 @@ pub fn step_row(def: &WorkflowDef, n: &NewStep, task: &TaskRow, now: Timestamp) 
         config: step.config.to_string(),
         retry: def.retry_for(step).map(|p| serde_json::to_string(p).expect("policies serialize")),
         kind: n.kind.as_str(),
-        domain: step.domain.clone(),
+        domain,
         fallback_at: step.domain_fallback.map(|d| now.plus(d).0),
         response_timeout_ms: step.response_timeout.map(duration_ms),
         on_timeout: step.on_timeout.as_str(),
@@ -215,6 +222,7 @@ mod tests {
             depth: 0,
             is_child: false,
             generation: 0,
+            domains: Default::default(),
         };
         let row = step_row(&def, &new_step("charge", StepKind::Agent, StepState::Pending), &task, now).unwrap();
         assert_eq!(row.idempotency_key, step_key("order-1", "charge", 0), "made from the work, not drawn");
@@ -230,6 +238,22 @@ mod tests {
         assert!(!hold.due_now(StepState::Processing, now));
         assert!(row.queues_work(StepState::Pending), "a new agent step wakes the schedulers");
         assert!(!hold.queues_work(StepState::Processing), "nobody sleeps until a signal");
+        // A task's domains place the steps whose definition names none: by agent, else "*".
+        let ship = StepDef::agent("ship", "carrier");
+        let def = WorkflowDef::new("w", 1, vec![ship, StepDef::agent("note", "mail"), StepDef::agent("pay", "pay")]);
+        let domains = [
+            ("carrier".to_owned(), "eu-west".to_owned()),
+            ("*".to_owned(), "blue".to_owned()),
+            ("pay".to_owned(), crate::NO_DOMAIN.to_owned()),
+        ];
+        let placed = TaskRow { domains: domains.into_iter().collect(), ..task.clone() };
+        let at = |name: &str, t: &TaskRow| {
+            step_row(&def, &new_step(name, StepKind::Agent, StepState::Pending), t, now).unwrap().domain
+        };
+        assert_eq!(at("ship", &placed).as_deref(), Some("eu-west"));
+        assert_eq!(at("note", &placed).as_deref(), Some("blue"), "\"*\" for the other agents");
+        assert_eq!(at("pay", &placed), None, "NO_DOMAIN keeps it out of \"*\"");
+        assert_eq!(at("ship", &task), None, "no domains, no domain");
         let later = StepRow { due_at: 5000, ..row.clone() };
         assert!(later.queues_work(StepState::Pending) && !later.due_now(StepState::Pending, now));
         let held = StepRow { due_at: i64::MAX, ..row.clone() };

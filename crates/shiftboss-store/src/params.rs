@@ -14,7 +14,7 @@ pub enum RegisterOutcome {
     Unchanged,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct SubmitTask {
     /// The caller's id for the task (the order id): submitting it again returns the same task.
     pub key: String,
@@ -30,6 +30,26 @@ pub struct SubmitTask {
     pub actor: String,
     /// The task's own status channel (P18): a webhook that gets its messages, written with it.
     pub notify: Option<crate::WebhookTarget>,
+    /// Isolation domains by agent (Conductor's taskToDomain): a step whose definition names no
+    /// domain goes to the domain of its agent, else of `"*"`; only schedulers and workers serving
+    /// that domain claim it. Kept with the task; a sub-workflow's child takes its parent's.
+    pub domains: TaskDomains,
+}
+
+/// Agent (or `"*"`) to isolation domain, for one task's steps; [`NO_DOMAIN`] keeps an agent's
+/// steps out of the `"*"` domain.
+pub type TaskDomains = std::collections::BTreeMap<String, String>;
+
+/// The domain that is none (Conductor's word): the agent's steps go to any scheduler or worker.
+pub const NO_DOMAIN: &str = "NO_DOMAIN";
+
+/// The most entries a task's domain map may hold.
+pub const MAX_TASK_DOMAINS: usize = 100;
+
+/// The domain of a task's step of `agent`, by the task's map: its agent's entry, else `"*"`'s;
+/// none for [`NO_DOMAIN`].
+pub fn domain_for<'a>(domains: &'a TaskDomains, agent: &str) -> Option<&'a String> {
+    domains.get(agent).or_else(|| domains.get("*")).filter(|d| d.as_str() != NO_DOMAIN)
 }
 
 /// The longest task key accepted.
@@ -53,6 +73,19 @@ impl SubmitTask {
         }
         if let Some(n) = &self.notify {
             n.validate()?;
+        }
+        if self.domains.len() > MAX_TASK_DOMAINS {
+            return bad(format!("at most {MAX_TASK_DOMAINS} domains per task"));
+        }
+        let name = |what: &str, n: &str| {
+            shiftboss_core::workflow::check_name(what, n)
+                .map_err(|e| crate::StoreError::InvalidInput(format!("{}: {}", e.path, e.problem)))
+        };
+        for (agent, domain) in &self.domains {
+            if agent != "*" {
+                name("domains (an agent)", agent)?;
+            }
+            name(&format!("domains.{agent}"), domain)?;
         }
         Ok(())
     }

@@ -472,3 +472,65 @@ async fn conductor_human_and_optional_tasks_end_over_conductor_s_routes() {
     );
     drop(p);
 }
+
+/// A start request's taskToDomain over Conductor's routes: the workflow's task goes only to a
+/// worker polling with its domain; a task type set to NO_DOMAIN goes to any; a list of domains is
+/// refused and starts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conductor_task_to_domain_routes_a_workflow_s_tasks_to_its_domain() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db").display().to_string();
+    let mut p = Serve::new(db, "api-domains")
+        .api()
+        .arg("--remote-agent")
+        .arg("pack")
+        .arg("--remote-agent")
+        .arg("label")
+        .spawn(dir.path());
+    p.wait_ready().await;
+    let api = Api::of(&p);
+    let def = json!({
+        "name": "packing", "version": 1,
+        "tasks": [
+            {"name": "pack", "taskReferenceName": "pack", "type": "SIMPLE"},
+            {"name": "label", "taskReferenceName": "label", "type": "SIMPLE"}
+        ]
+    });
+    let (s, v) = api.post("/api/metadata/workflow", def).await;
+    assert!(s.is_success(), "{s}: {v}");
+    let refused = json!({"name": "packing", "taskToDomain": {"pack": "eu,us"}});
+    let (s, v) = api.post("/api/workflow", refused).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert!(v.to_string().contains("one domain per task type"), "{v}");
+    let (s, v) = api.get("/api/workflow/search?query=workflowType%3Dpacking").await;
+    assert!(s.is_success() && v["totalHits"] == json!(0), "nothing started: {v}");
+
+    let start = json!({"name": "packing", "input": {"order": 7},
+                       "taskToDomain": {"*": "eu-west", "label": "NO_DOMAIN"}});
+    let (s, v) = api.post("/api/workflow", start).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let id = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+
+    // `pack` is in eu-west: a poll without the domain, or with another, gets nothing.
+    let (s, _) = api.get("/api/tasks/poll/pack?workerid=w1").await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _) = api.get("/api/tasks/poll/pack?workerid=w1&domain=us-east").await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, task) = api.get("/api/tasks/poll/pack?workerid=w1&domain=eu-west").await;
+    assert_eq!(s, StatusCode::OK, "{task}");
+    assert_eq!(task["workflowInstanceId"], json!(id));
+    let done = json!({"taskId": task["taskId"], "workflowInstanceId": id, "status": "COMPLETED", "outputData": {}});
+    let (s, v) = api.post("/api/tasks", done).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    // `label` is NO_DOMAIN: any worker polling without a domain takes it.
+    let mut label = Value::Null;
+    for _ in 0..200 {
+        let (s, t) = api.get("/api/tasks/poll/label?workerid=w2").await;
+        if s == StatusCode::OK {
+            label = t;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(label["referenceTaskName"], json!("label"), "{label}");
+}

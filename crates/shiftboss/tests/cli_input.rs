@@ -125,6 +125,7 @@ async fn tasks_show_prints_times_in_event_details_as_rfc3339() {
         let wf = WorkflowDef::from_json(r#"{"name":"one","steps":[{"name":"a","agent":"svc"}]}"#).unwrap();
         store.register_workflow(&wf).await.unwrap();
         let t = SubmitTask {
+            domains: Default::default(),
             notify: None,
             key: "claimed".into(),
             workflow: "one".into(),

@@ -39,6 +39,7 @@ fn def(v: Value) -> WorkflowDef {
 
 fn task(key: &str, workflow: &str, input: Value) -> SubmitTask {
     SubmitTask {
+        domains: Default::default(),
         notify: None,
         key: key.into(),
         workflow: workflow.into(),

@@ -55,6 +55,7 @@ async fn a_second_serve_process_gets_its_own_id_and_neither_releases_the_others_
     store.register_workflow(&order_workflow("60s")).await.unwrap();
     for i in 0..4 {
         let t = SubmitTask {
+            domains: Default::default(),
             notify: None,
             key: format!("o-{i}"),
             workflow: "order".into(),

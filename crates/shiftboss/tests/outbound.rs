@@ -30,6 +30,7 @@ async fn ended(store: &SqliteStore, task: TaskId) -> TaskDetail {
 
 async fn submit(store: &SqliteStore, key: &str) -> TaskId {
     let t = SubmitTask {
+        domains: Default::default(),
         notify: None,
         key: key.into(),
         workflow: "hook".into(),

@@ -203,6 +203,7 @@ struct Acked {
 
 fn order(key: &str, input: &serde_json::Value) -> SubmitTask {
     SubmitTask {
+        domains: Default::default(),
         notify: None,
         key: key.into(),
         workflow: "order".into(),

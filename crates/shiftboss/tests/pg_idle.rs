@@ -77,6 +77,7 @@ async fn a_sweeps_requeue_wakes_a_sleeping_scheduler_of_another_process() {
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let task = SubmitTask {
+        domains: Default::default(),
         notify: None,
         key: "t".into(),
         workflow: "w".into(),

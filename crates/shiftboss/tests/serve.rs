@@ -40,6 +40,7 @@ async fn two_serve_processes_share_the_work_and_survive_a_sigkill() {
     let n = 400;
     for i in 0..n {
         let t = SubmitTask {
+            domains: Default::default(),
             notify: None,
             key: format!("o-{i}"),
             workflow: "order".into(),

@@ -100,6 +100,7 @@ async fn a_second_signal_ends_serve_at_once() {
     store.register_workflow(&order_workflow("60s")).await.unwrap();
     for i in 0..2 {
         let t = SubmitTask {
+            domains: Default::default(),
             notify: None,
             key: format!("o-{i}"),
             workflow: "order".into(),

@@ -109,6 +109,7 @@ impl Harness {
     /// Submits a task of `workflow` and waits for its end (within 20 s).
     pub async fn run(&self, workflow: &str, key: &str, input: Value) -> TaskDetail {
         let submit = SubmitTask {
+            domains: Default::default(),
             notify: None,
             key: key.into(),
             workflow: workflow.into(),

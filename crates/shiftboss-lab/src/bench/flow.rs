@@ -40,6 +40,7 @@ pub async fn run(db: &DbTarget, a: FlowArgs) -> anyhow::Result<Value> {
         .map(|n| {
             let (key, input) = order_input(n);
             SubmitTask {
+                domains: Default::default(),
                 notify: None,
                 key: format!("{run}-{key}"),
                 workflow: wf.name.clone(),

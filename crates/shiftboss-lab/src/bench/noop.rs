@@ -28,6 +28,7 @@ pub fn workflow() -> WorkflowDef {
 pub fn job(run: &str, n: u64) -> SubmitTask {
     let key = format!("bench-{run}-{n}");
     SubmitTask {
+        domains: Default::default(),
         notify: None,
         key: key.clone(),
         workflow: WORKFLOW.into(),

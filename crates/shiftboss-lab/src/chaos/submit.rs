@@ -46,6 +46,7 @@ pub async fn submit_all(
                 let (key, input) = workflow::order_input(k);
                 loop {
                     let task = SubmitTask {
+                        domains: Default::default(),
                         notify: None,
                         key: key.clone(),
                         workflow: "order".into(),

@@ -197,6 +197,7 @@ impl Harness {
     /// Submits a task of the workflow.
     pub async fn submit(&self, key: &str, input: Value) -> TaskId {
         let submit = SubmitTask {
+            domains: Default::default(),
             notify: None,
             key: key.into(),
             workflow: self.workflow.clone(),

@@ -199,6 +199,7 @@ fn to_store(t: wire::SubmitTask, principal: &Principal) -> Result<shiftboss_stor
         .transpose()
         .map_err(|m| ApiError::invalid(format!("notify: {m}")))?;
     Ok(shiftboss_store::SubmitTask {
+        domains: t.domains,
         key: t.key,
         workflow: t.workflow,
         version: t.version,

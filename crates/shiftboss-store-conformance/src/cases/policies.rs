@@ -206,3 +206,36 @@ pub async fn the_total_timeout_bounds_every_attempt_and_retry<F: Fixture>(f: F) 
     h.complete("s1", &c, json!({})).await;
     assert_eq!(h.task(task).await.task.state, TaskState::Completed);
 }
+
+pub async fn a_tasks_domains_place_its_steps_and_its_childrens<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register_standard().await;
+    h.register(&def(json!({"name": "parent", "steps": [
+        {"name": "child", "kind": "sub_workflow", "workflow": "one"}
+    ]})))
+    .await;
+    let with = |key: &str, workflow: &str, domains: &[(&str, &str)]| {
+        let mut p = submit_params(key, workflow, 0);
+        p.domains = domains.iter().map(|(a, d)| (a.to_string(), d.to_string())).collect();
+        p
+    };
+    let bad = with("bad", "one", &[(WORKER, "no spaces allowed")]);
+    assert!(matches!(h.store.submit_task(bad).await, Err(StoreError::InvalidInput(_))), "a bad domain name");
+    h.store.submit_task(with("eu", "one", &[(WORKER, "eu")])).await.unwrap();
+    h.store.submit_task(with("star", "one", &[("*", "eu")])).await.unwrap();
+    h.store.submit_task(with("free", "one", &[("*", "eu"), (WORKER, NO_DOMAIN)])).await.unwrap();
+    let parent = h.store.submit_task(with("nested", "parent", &[(WORKER, "eu")])).await.unwrap().task_id;
+
+    let anyone = h.store.claim_due_steps(claim_params("plain", &[], vec![])).await.unwrap();
+    assert_eq!(anyone.len(), 1, "only the NO_DOMAIN task's step goes to a scheduler of no domain");
+    let eu = h.store.claim_due_steps(claim_params("eu-1", &["eu"], vec![])).await.unwrap();
+    assert_eq!(eu.len(), 3, "its own, \"*\", and the sub-workflow's child, which takes its parent's domains");
+    let mut keys = Vec::new();
+    for c in &eu {
+        keys.push(h.task(c.task_id).await.task.key);
+    }
+    keys.sort();
+    assert_eq!(keys, ["eu", "nested/child/0", "star"], "the child's key is made from its parent's");
+    let d = h.task(parent).await;
+    assert_eq!(d.task.state, TaskState::Running);
+}

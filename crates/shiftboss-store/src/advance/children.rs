@@ -99,6 +99,9 @@ async fn child_start<T: WriteTx>(
         parent: (!child.detached).then_some((parent, step)),
         depth: task.depth + 1,
         deadline_at: def.timeout.map(|d| t.now().plus(d).0),
+        // A sub-workflow's child runs in its parent's domains (as Conductor's does); a started task
+        // is on its own.
+        domains: if child.detached { None } else { super::tx::domains_text(&task.domains) },
     };
     // Someone submitted a task under this key by hand: the child cannot have it.
     let Some(child_id) = t.insert_task(&new).await? else {

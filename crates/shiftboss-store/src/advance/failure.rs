@@ -77,6 +77,7 @@ pub(super) async fn start_failure_workflow<T: WriteTx>(
                     parent: None,
                     depth: task.depth + 1,
                     deadline_at: child_def.timeout.map(|d| t.now().plus(d).0),
+                    domains: None,
                 };
                 if let Some(id) = t.insert_task(&new).await? {
                     started = Some((id, key));

@@ -39,7 +39,7 @@ pub use operator::{operate_task, resubmit_step};
 pub use register::{definition_text, registered_again};
 pub use replies::{RepliedStep, refuse_reply};
 pub use submit::{submit_task, submit_tasks};
-pub use tx::{KeyOwner, Keyed, NewTask, TaskRow, WriteTx};
+pub use tx::{KeyOwner, Keyed, NewTask, TaskRow, WriteTx, domains_of, domains_text};
 
 /// How deep sub-workflows may nest: a workflow that starts itself stops here, with an error.
 pub const MAX_CHILD_DEPTH: i64 = 16;

@@ -74,6 +74,7 @@ async fn submit_all<T: WriteTx>(t: &T, batch: &[SubmitTask], in_batch: bool) -> 
             parent: None,
             depth: 0,
             deadline_at: r.def.timeout.map(|d| t.now().plus(d).0),
+            domains: super::tx::domains_text(&p.domains),
         });
     }
     let keyed = t.insert_submitted(&rows).await?;
@@ -152,6 +153,7 @@ async fn start<T: WriteTx>(
         depth: 0,
         is_child: false,
         generation: 0,
+        domains: p.domains.clone(),
     };
     advance_new_task(t, task_id, row, &p.actor).await?;
     Ok(())

@@ -36,6 +36,8 @@ pub struct TaskRow {
     /// Bumped by every operator action that runs steps again from scratch; part of the
     /// idempotency keys of the steps written after it (see `shiftboss_core::idempotency`).
     pub generation: i64,
+    /// Its isolation domains by agent (`SubmitTask::domains`); empty for most tasks.
+    pub domains: crate::TaskDomains,
 }
 
 /// A task row to insert: a submission, or a child a sub-workflow step starts.
@@ -57,6 +59,19 @@ pub struct NewTask<'a> {
     pub depth: i64,
     /// When the workflow's timeout passes, if it has one (the reconciler fails the task then).
     pub deadline_at: Option<i64>,
+    /// Its isolation domains by agent as JSON text (`tasks.domains`); none when it has none.
+    pub domains: Option<String>,
+}
+
+/// A task's domain map as its row keeps it: JSON text, none when empty.
+pub fn domains_text(domains: &crate::TaskDomains) -> Option<String> {
+    (!domains.is_empty()).then(|| serde_json::to_string(domains).expect("a map of strings serializes"))
+}
+
+/// A task's domain map from its row's text; none or unreadable text is no domains (the column is
+/// written from a validated map only).
+pub fn domains_of(text: Option<&str>) -> crate::TaskDomains {
+    text.and_then(|t| serde_json::from_str(t).ok()).unwrap_or_default()
 }
 
 /// A task a key already names, live or archived: its id, workflow and input as stored (JSON text).

@@ -167,8 +167,18 @@ impl TasksCommand {
             TasksCommand::Start { workflow, key, input, version, priority, actor } => {
                 let input = json_arg::read("--input", &input)?;
                 let actor = b.actor(actor)?;
-                let s =
-                    b.submit_task(SubmitTask { notify: None, key, workflow, version, input, priority, actor }).await?;
+                let s = b
+                    .submit_task(SubmitTask {
+                        notify: None,
+                        key,
+                        workflow,
+                        version,
+                        input,
+                        priority,
+                        actor,
+                        domains: Default::default(),
+                    })
+                    .await?;
                 let how = if s.created { "started" } else { "already existed" };
                 println!("task {} ({}) {how}", s.id, s.key);
             }

@@ -401,6 +401,7 @@ pub async fn submit_orders(store: &dyn Store, timeout: &str, n: usize) -> Vec<Ta
     let mut ids = Vec::with_capacity(n);
     for i in 0..n {
         let t = SubmitTask {
+            domains: Default::default(),
             notify: None,
             key: format!("o-{i}"),
             workflow: "order".into(),

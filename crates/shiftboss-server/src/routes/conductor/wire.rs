@@ -259,7 +259,8 @@ pub struct StartWorkflowRequest {
     pub correlation_id: Option<String>,
     #[serde(default)]
     pub input: Option<Value>,
-    /// Refused unless empty: shiftboss names a step's domain in its definition.
+    /// Task type (or `*`) to domain, or `NO_DOMAIN`: the workflow's steps of that type go only to
+    /// workers polling with that domain. One domain per type (a comma list is refused).
     #[serde(default)]
     pub task_to_domain: Option<BTreeMap<String, String>>,
     #[serde(default)]

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use shiftboss_core::{TaskId, TaskState};
 use shiftboss_store::{ListTasks, OperateTask, SubmitTask, TaskCommand, TaskFilter};
+use std::collections::BTreeMap;
 use utoipa::IntoParams;
 
 fn text(s: String) -> Response {
@@ -41,9 +42,7 @@ pub async fn start(
     if r.workflow_def.is_some() {
         return Err(ApiError::invalid("workflowDef: register the definition first (POST /api/metadata/workflow)"));
     }
-    if r.task_to_domain.as_ref().is_some_and(|m| !m.is_empty()) {
-        return Err(ApiError::invalid("taskToDomain: shiftboss names a step's domain in its definition"));
-    }
+    let domains = task_domains(r.task_to_domain.unwrap_or_default())?;
     if r.external_input_payload_storage_path.is_some() {
         return Err(ApiError::invalid("externalInputPayloadStoragePath: external payload storage is not supported"));
     }
@@ -62,6 +61,7 @@ pub async fn start(
         return Err(ApiError::conflict(format!("idempotencyKey {key:?}: a workflow was started with it")));
     }
     let task = SubmitTask {
+        domains,
         key,
         workflow: r.name,
         version: r.version,
@@ -72,6 +72,19 @@ pub async fn start(
     };
     let s = state.submit(task).await?;
     Ok(text(s.task_id.to_string()))
+}
+
+/// A start request's taskToDomain as the task's domains: one domain (or NO_DOMAIN) per task type or
+/// `*`. Conductor's list of domains tried in turn by which has live workers is not kept.
+fn task_domains(map: BTreeMap<String, String>) -> Result<shiftboss_store::TaskDomains, ApiError> {
+    for (task_type, domain) in &map {
+        if domain.contains(',') {
+            return Err(ApiError::invalid(format!(
+                "taskToDomain.{task_type}: {domain:?} lists domains; shiftboss takes one domain per task type"
+            )));
+        }
+    }
+    Ok(map)
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -101,6 +114,7 @@ pub async fn start_by_name(
     Json(input): Json<Value>,
 ) -> Result<Response, ApiError> {
     let task = SubmitTask {
+        domains: Default::default(),
         key: uuid::Uuid::new_v4().to_string(),
         workflow: name,
         version: q.version,
