@@ -82,7 +82,8 @@
 //!   `version`, `input`); its `output.workflowId` reads as `output.task_id`.
 //! - DYNAMIC: an agent step whose agent is `${...}` of the parameter `dynamicTaskNameParam` names,
 //!   chosen when the step starts (SIMPLE task types only).
-//! - SUB_WORKFLOW's `subWorkflowParam.name` may be one `${...}` (its newest version runs); a
+//! - SUB_WORKFLOW's (and START_WORKFLOW's) name may be one `${...}`, and its `version` a `${...}`
+//!   (`workflow_version_from`: a number or numeric text, null for the newest); a
 //!   `workflowDefinition` given inline is imported with the same TaskDefs (errors and notes at its
 //!   place) into [`ConductorImport::sub_workflows`], to register before the workflow.
 //! - EVENT: a step of [`EVENT_AGENT`] (provided by `shiftboss-events`) with config `{sink}`:

@@ -40,7 +40,7 @@ impl Importer {
             "body" => "loopOver",
             "max_iterations" => "loopCondition",
             "workflow" => "subWorkflowParam.name",
-            "workflow_version" => "subWorkflowParam.version",
+            "workflow_version" | "workflow_version_from" => "subWorkflowParam.version",
             "duration" | "until" | "signal" => "inputParameters",
             "timeout" if base.is_none() => "timeoutSeconds",
             // The TaskDef the value came from is not tracked here: our field name stays, and the

@@ -6,7 +6,7 @@
 /// The agent that publishes EVENT tasks' messages (`shiftboss-events`, registered by `serve`).
 pub const EVENT_AGENT: &str = "event";
 
-use super::document::{is_empty, opt_str, opt_u64};
+use super::document::{is_empty, opt_str};
 use super::expressions::{Seg, wrap_expr};
 use super::importer::Importer;
 use crate::err;
@@ -106,11 +106,7 @@ impl Importer {
         let name = opt_str(sw, "name", &spath)?.ok_or_else(|| err(format!("{spath}.name"), "missing"))?;
         let workflow = self.name_or_expr(name, &format!("{spath}.name"), loops)?;
         let mut step = StepDef::start_workflow("", workflow);
-        if let Some(v) = opt_u64(sw, "version", &spath)?
-            && v > 0
-        {
-            step.workflow_version = Some(u32::try_from(v).map_err(|_| err(format!("{spath}.version"), "too large"))?);
-        }
+        self.child_version(&mut step, sw, &spath, loops)?;
         step.input = Some(match sw.get("input") {
             None | Some(Value::Null) => json!({}),
             Some(v @ Value::Object(_)) => self.template(v, &format!("{spath}.input"), loops)?,

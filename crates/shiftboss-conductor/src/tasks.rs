@@ -213,13 +213,7 @@ impl Importer {
         // sub-workflow); its version is then the newest registered, unless given outright.
         let name = self.name_or_expr(name, &format!("{ppath}.name"), loops)?;
         let mut step = StepDef::sub_workflow("", name);
-        if p.get("version").and_then(Value::as_str).is_some_and(|v| v.contains("${")) {
-            self.note(format!("{ppath}.version"), "computed at run time: not supported, the newest version runs");
-        } else if let Some(v) = opt_u64(p, "version", &ppath)?
-            && v > 0
-        {
-            step.workflow_version = Some(u32::try_from(v).map_err(|_| err(format!("{ppath}.version"), "too large"))?);
-        }
+        self.child_version(&mut step, p, &ppath, loops)?;
         for (k, v) in p {
             if !matches!(k.as_str(), "name" | "version" | "workflowDefinition") && !is_empty(v) {
                 self.note(format!("{ppath}.{k}"), "ignored: shiftboss has no equivalent");
@@ -227,6 +221,32 @@ impl Importer {
         }
         step.input = Some(self.input_parameters(t, at, loops)?);
         Ok(step)
+    }
+
+    /// A SUB_WORKFLOW's or START_WORKFLOW's `version`: a number (0 or none: the newest), or an
+    /// expression read when the step starts.
+    pub(super) fn child_version(
+        &mut self,
+        step: &mut StepDef,
+        p: &Map<String, Value>,
+        at: &str,
+        loops: &[String],
+    ) -> Result<(), DefinitionError> {
+        let path = format!("{at}.version");
+        match p.get("version") {
+            Some(Value::String(v)) if v.contains("${") => {
+                let t = self.template(&Value::String(v.clone()), &path, loops)?;
+                step.workflow_version_from = t.as_str().map(str::to_owned);
+            }
+            _ => {
+                if let Some(v) = opt_u64(p, "version", at)?
+                    && v > 0
+                {
+                    step.workflow_version = Some(u32::try_from(v).map_err(|_| err(&path, "too large"))?);
+                }
+            }
+        }
+        Ok(())
     }
 
     fn wait(

@@ -158,7 +158,7 @@ async fn a_large_realistic_definition_runs_to_the_end() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sub_workflow_named_by_the_input_runs_and_a_task_def_s_input_template_fills_the_input() {
+async fn a_sub_workflow_named_and_versioned_by_the_input_runs_and_a_task_def_s_input_template_fills_the_input() {
     let h = Harness::start_all(&["audit_trail.json", "report_dispatch.json"]).await;
     let d = h.run("r-1", json!({"month": "2026-10", "channel": "audit_trail"})).await;
     assert_eq!(d.task.state, TaskState::Completed, "{:#?}", d.steps);
@@ -167,6 +167,13 @@ async fn a_sub_workflow_named_by_the_input_runs_and_a_task_def_s_input_template_
     let d = h.run("r-2", json!({"month": "2026-11", "channel": "no_such_flow"})).await;
     assert_eq!(d.task.state, TaskState::Failed, "a workflow that is not registered fails the step");
     assert!(step(&d, "deliver").last_error.as_deref().unwrap_or("").contains("not registered"), "{:#?}", d.steps);
+    // The version from the input too: "1" (text, as Conductor takes it) runs; 9 is not registered.
+    let d = h.run("r-3", json!({"month": "2026-12", "channel": "audit_trail", "channelVersion": "1"})).await;
+    assert_eq!(d.task.state, TaskState::Completed, "{:#?}", d.steps);
+    let d = h.run("r-4", json!({"month": "2027-01", "channel": "audit_trail", "channelVersion": 9})).await;
+    assert_eq!(d.task.state, TaskState::Failed);
+    let error = step(&d, "deliver").last_error.clone().unwrap_or_default();
+    assert!(error.contains("audit_trail v9 not found"), "{error}");
     h.stop().await;
 }
 

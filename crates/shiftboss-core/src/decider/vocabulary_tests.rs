@@ -150,6 +150,32 @@ fn a_start_workflow_step_starts_its_task_and_goes_on_at_once() {
 }
 
 #[test]
+fn a_child_s_version_may_come_from_the_input() {
+    let mut start = StepDef::start_workflow("notify", "emails");
+    start.workflow_version_from = Some("${task.input.version}".into());
+    let def = WorkflowDef::new("versioned", 1, vec![start]);
+    def.validate().unwrap();
+    let child = |input: Value| {
+        let mut t = task(def.clone(), input);
+        let moved = t.decide();
+        let failed = matches!(&moved, Ok(TaskMove::Fail { reason, .. }) if reason.starts_with("workflow_version_from"));
+        (t.children.first().map(|c| c.version), failed)
+    };
+    assert_eq!(child(json!({"version": 3})).0, Some(Some(3)));
+    assert_eq!(child(json!({"version": "2"})).0, Some(Some(2)), "numeric text, as Conductor's version");
+    assert_eq!(child(json!({"version": null})).0, Some(None), "null: the newest");
+    assert_eq!(child(json!({})).0, Some(None), "absent: the newest");
+    for bad in [json!(0), json!("two"), json!(1.5), json!([1])] {
+        assert_eq!(child(json!({"version": bad})), (None, true), "{bad}: the task fails, nothing starts");
+    }
+    let mut both = StepDef::sub_workflow("c", "emails");
+    both.workflow_version = Some(1);
+    both.workflow_version_from = Some("${task.input.v}".into());
+    let e = WorkflowDef::new("x", 1, vec![both]).validate().unwrap_err();
+    assert_eq!(e.path, "steps[0].workflow_version_from");
+}
+
+#[test]
 fn input_defaults_fill_what_the_input_lacks() {
     let mut def = WorkflowDef::new("defaults", 1, vec![StepDef::agent("a", "x")]);
     def.input_defaults = Some(json!({"currency": "EUR", "amount": 0}));

@@ -332,11 +332,18 @@ impl<'d> Working<'d> {
                     Ok(w) => w.or_else(|| s.workflow.clone()).unwrap_or_default(),
                     Err(e) => return fail("workflow", e),
                 };
+                let version = match &s.workflow_version_from {
+                    None => s.workflow_version,
+                    Some(text) => match self.chosen_version(text, suffix) {
+                        Ok(v) => v,
+                        Err(e) => return fail("workflow_version_from", e),
+                    },
+                };
                 match self.input_of(s, suffix) {
                     Ok(input) => {
                         let mut n = new(StepState::Processing, input.clone(), None);
                         let detached = s.kind == StepKind::StartWorkflow;
-                        n.child = Some(ChildTask { workflow, version: s.workflow_version, input, detached });
+                        n.child = Some(ChildTask { workflow, version, input, detached });
                         self.push(Action::Create(n));
                         Flow::Waiting
                     }
@@ -436,6 +443,25 @@ impl<'d> Working<'d> {
         match &s.input {
             None => Ok(self.input.as_ref().clone()),
             Some(t) => Template::parse(t).and_then(|t| t.render(&self.scope(suffix))).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// A child's version from its template: a whole number from 1, or such a number as text;
+    /// null or empty text for the newest.
+    fn chosen_version(&self, text: &str, suffix: &str) -> Result<Option<u32>, String> {
+        let v = Template::parse(&Value::String(text.to_owned()))
+            .and_then(|t| t.render(&self.scope(suffix)))
+            .map_err(|e| e.to_string())?;
+        let n = match &v {
+            Value::Null => return Ok(None),
+            Value::String(s) if s.trim().is_empty() => return Ok(None),
+            Value::Number(n) => n.as_u64(),
+            Value::String(s) => s.trim().parse::<u64>().ok(),
+            _ => None,
+        };
+        match n.and_then(|n| u32::try_from(n).ok()).filter(|n| *n >= 1) {
+            Some(n) => Ok(Some(n)),
+            None => Err(format!("{text} gave {v}, not a version (a whole number from 1)")),
         }
     }
 

@@ -236,6 +236,10 @@ pub struct StepDef {
     /// The child's version; the newest registered when the child starts, if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflow_version: Option<u32>,
+    /// A template giving the child's version when the step starts: a number or numeric text, or
+    /// null for the newest (in place of `workflow_version`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_version_from: Option<String>,
 
     // --- wait ---
     /// How long a wait step waits, from when it starts.

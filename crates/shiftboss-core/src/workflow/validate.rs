@@ -150,6 +150,12 @@ impl<'a> Checker<'a> {
                 if s.workflow_version == Some(0) {
                     return Err(err(f("workflow_version"), "must be 1 or more"));
                 }
+                if let Some(v) = &s.workflow_version_from {
+                    if s.workflow_version.is_some() {
+                        return Err(err(f("workflow_version_from"), "a step has workflow_version or this, not both"));
+                    }
+                    check_template(&f("workflow_version_from"), &serde_json::Value::String(v.clone()))?;
+                }
                 if let Some(i) = &s.input {
                     check_template(&f("input"), i)?;
                 }
@@ -288,7 +294,11 @@ fn misplaced(s: &StepDef) -> Vec<&'static str> {
             ("body", !s.body.is_empty(), &[DoWhile, ForkEach]),
             ("items", s.items.is_some() || s.key.is_some(), &[ForkEach]),
             ("max_iterations", s.max_iterations.is_some(), &[DoWhile]),
-            ("workflow", s.workflow.is_some() || s.workflow_version.is_some(), &[SubWorkflow, StartWorkflow]),
+            (
+                "workflow",
+                s.workflow.is_some() || s.workflow_version.is_some() || s.workflow_version_from.is_some(),
+                &[SubWorkflow, StartWorkflow],
+            ),
             (
                 "duration",
                 s.duration.is_some() || s.duration_from.is_some() || s.until.is_some() || s.signal.is_some(),
@@ -370,7 +380,13 @@ fn check_roots(def: &WorkflowDef, known: &HashSet<&str>) -> Result<(), Definitio
                 unknown(at(field), x.roots())?;
             }
         }
-        let texts = [("until", &s.until), ("duration_from", &s.duration_from), ("reason", &s.reason), ("key", &s.key)];
+        let texts = [
+            ("until", &s.until),
+            ("duration_from", &s.duration_from),
+            ("reason", &s.reason),
+            ("key", &s.key),
+            ("workflow_version_from", &s.workflow_version_from),
+        ];
         for (field, text) in texts {
             if let Some(text) = text
                 && let Ok(t) = Template::parse(&serde_json::Value::String(text.clone()))
