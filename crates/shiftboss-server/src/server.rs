@@ -54,6 +54,7 @@ pub fn app(engine: Engine, config: ApiConfig) -> Result<(Router, utoipa::openapi
         conductor: Arc::default(),
         streams: Arc::new(tokio::sync::Semaphore::new(config.limits.streams)),
         limits: config.limits.clone(),
+        charts: Arc::default(),
     };
     let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(routes::tasks::router())

@@ -20,6 +20,8 @@ pub struct AppState {
     /// A permit per open event stream (`Limits::streams`).
     pub streams: Arc<tokio::sync::Semaphore>,
     pub limits: crate::limits::Limits,
+    /// The console's charts: this process's rates, sampled while it runs.
+    pub charts: Arc<crate::console::charts::Samples>,
 }
 
 impl AppState {

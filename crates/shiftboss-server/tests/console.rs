@@ -35,6 +35,17 @@ impl Agent for Gate {
     }
 }
 
+/// Answers only after a minute: its step stays running.
+struct Hang;
+
+#[async_trait::async_trait]
+impl Agent for Hang {
+    async fn call(&self, _call: &AgentCall) -> Result<serde_json::Value, AgentError> {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok(json!({}))
+    }
+}
+
 async fn send(
     router: &Router,
     method: Method,
@@ -218,5 +229,110 @@ async fn sign_in_see_why_a_task_failed_and_resubmit_it() {
     let (s, _, h) = send(&router, Method::POST, "/console/logout", Some(&cookie), Some(format!("csrf={csrf}"))).await;
     assert_eq!(s, StatusCode::SEE_OTHER);
     assert!(h[header::SET_COOKIE].to_str().unwrap().contains("Max-Age=0"));
+    running.shutdown().await;
+}
+
+/// The console's other views: a step's timeline and its complete-by counting down, the overview's
+/// charts, a handler's retry jobs, and a rerun from a step through its confirmation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timelines_charts_jobs_and_a_rerun_from_a_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("s.db"), &OpenOptions::default()).unwrap());
+    let open = Arc::new(AtomicBool::new(true));
+    let mut config = EngineConfig::default();
+    config.scheduler.poll_interval = Duration::from_millis(20);
+    let engine = Engine::builder(store.clone(), InstanceId::new("console-2").unwrap())
+        .agent("pay", Gate(open.clone()))
+        .agent("hang", Hang)
+        .config(config)
+        .build()
+        .unwrap();
+    let running = engine.start();
+    let def = json!({"name": "two", "steps": [{"name": "charge", "agent": "pay"}, {"name": "refund", "agent": "pay"}]});
+    engine.register_workflow(&WorkflowDef::from_json(&def.to_string()).unwrap()).await.unwrap();
+    let (router, _) = app(engine.clone(), ApiConfig::default()).unwrap();
+    let secret = mint_secret();
+    let t = NewApiToken {
+        name: "bo".into(),
+        scopes: Scopes::of([Scope::Read, Scope::Operate]),
+        secret_hash: hash_secret(&secret),
+    };
+    store.create_api_token(t).await.unwrap();
+    let (_, _, h) = send(&router, Method::POST, "/console/login", None, Some(format!("token={secret}"))).await;
+    let cookie = h[header::SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_owned();
+
+    let submit = SubmitTask { key: "t-1".into(), workflow: "two".into(), input: json!({}), ..SubmitTask::default() };
+    let task = engine.submit(submit).await.unwrap().task_id;
+    assert_eq!(engine.wait_for(task, Duration::from_secs(20)).await.unwrap().state, TaskState::Completed);
+    let page = format!("/console/tasks/{task}");
+    let (_, body, _) = send(&router, Method::GET, &page, Some(&cookie), None).await;
+    assert!(body.contains("Step timelines") && body.contains("charge · 1 attempt · 0 failures"), "{body}");
+    assert!(body.contains("claimed by console-2; lease token"), "a claim in words: {body}");
+
+    // A rerun from the second step: the confirmation offers the steps, and only that one runs again.
+    let (s, body, _) = send(&router, Method::GET, &format!("{page}/act?do=rerun"), Some(&cookie), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(body.contains(r#"<option value="refund">refund (processed)</option>"#), "{body}");
+    let csrf = csrf_in(&body);
+    let form = format!("do=rerun&name=refund&reason=again&csrf={csrf}");
+    let (s, _, _) = send(&router, Method::POST, &format!("{page}/act"), Some(&cookie), Some(form)).await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    assert_eq!(engine.wait_for(task, Duration::from_secs(20)).await.unwrap().state, TaskState::Completed);
+    let d = store.get_task(task).await.unwrap().unwrap();
+    let claims = |name: &str| {
+        let id = d.steps.iter().find(|s| s.name == name).unwrap().id;
+        d.events.iter().filter(|e| e.step_id == Some(id) && e.kind == "step.claimed").count()
+    };
+    assert_eq!((claims("charge"), claims("refund")), (1, 1), "refund's row is new, charge's untouched");
+    assert!(d.events.iter().any(|e| e.kind == "task.operated" && e.detail["from"] == "refund"));
+
+    // A step that runs: its complete-by is a time the page counts down to.
+    let slow = json!({"name": "slow", "steps": [{"name": "stall", "agent": "hang", "timeout": "60s"}]});
+    engine.register_workflow(&WorkflowDef::from_json(&slow.to_string()).unwrap()).await.unwrap();
+    let submit = SubmitTask { key: "s-1".into(), workflow: "slow".into(), input: json!({}), ..SubmitTask::default() };
+    let stalled = engine.submit(submit).await.unwrap().task_id;
+    let mut body = String::new();
+    for _ in 0..500 {
+        body = send(&router, Method::GET, &format!("/console/tasks/{stalled}"), Some(&cookie), None).await.1;
+        if body.contains("<time data-at=") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let d = store.get_task(stalled).await.unwrap().unwrap();
+    let by = d.steps[0].complete_by.expect("it runs");
+    assert!(body.contains(&format!(r#"<time data-at="{}">"#, by.0)), "{body}");
+    let (_, body, _) = send(&router, Method::GET, "/", Some(&cookie), None).await;
+    assert!(body.contains("Steps and errors per second (this process)"), "{body}");
+    open.store(false, Ordering::SeqCst);
+
+    // Jobs: searched by handler, state and error text; the given-up ones resubmitted after a dry run.
+    let job = engine.jobs().enqueue("pay", json!({"amount": 3}), Default::default()).await.unwrap().task_id;
+    assert_eq!(engine.wait_for(job, Duration::from_secs(20)).await.unwrap().state, TaskState::Failed);
+    let link = format!(r#"<a href="/console/tasks/{job}">{job}</a>"#);
+    let (s, body, _) =
+        send(&router, Method::GET, "/console/jobs?handler=pay&state=given_up&error=declined", Some(&cookie), None)
+            .await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(body.contains(&link) && body.contains("card declined"), "{body}");
+    for other in ["/console/jobs?state=succeeded", "/console/jobs?error=timeout", "/console/jobs?history=on"] {
+        let (_, body, _) = send(&router, Method::GET, other, Some(&cookie), None).await;
+        assert!(!body.contains(&link), "{other}: {body}");
+    }
+    let (_, body, _) = send(&router, Method::GET, "/console/jobs?state=nope", Some(&cookie), None).await;
+    assert!(body.contains("state: "), "a bad state is said: {body}");
+    let (s, body, _) = send(&router, Method::GET, "/console/jobs/resubmit?handler=pay", Some(&cookie), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(body.contains("<b data-count>1</b>"), "{body}");
+    assert_eq!(store.get_task(job).await.unwrap().unwrap().task.state, TaskState::Failed, "a dry run changes nothing");
+    let (s, _, _) =
+        send(&router, Method::POST, "/console/jobs/resubmit", Some(&cookie), Some("handler=pay&reason=x".into())).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "no CSRF token");
+    open.store(true, Ordering::SeqCst);
+    let form = format!("handler=pay&reason=card+fixed&csrf={csrf}");
+    let (s, body, _) = send(&router, Method::POST, "/console/jobs/resubmit", Some(&cookie), Some(form)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(body.contains("<b data-acted>1</b>"), "{body}");
+    assert_eq!(engine.wait_for(job, Duration::from_secs(20)).await.unwrap().state, TaskState::Completed);
     running.shutdown().await;
 }

@@ -299,10 +299,28 @@ async fn the_console_in_chromium() {
     assert!(t.contains("completed"), "{t}");
     assert_eq!(browser.run("return window.notReloaded === true").await, json!(true), "the page was not reloaded");
     browser.screenshot("task-completed-light").await;
+    // Each step's timeline, opened: its claims and its Error in words.
+    browser.run("document.querySelectorAll('details.timeline').forEach(d => d.open = true)").await;
+    let t = browser.text().await;
+    assert!(t.contains("Step timelines") && t.contains("claimed by console-1; lease token"), "{t}");
+    assert!(t.contains("went to Error") && t.contains("resubmitted by"), "{t}");
+    browser.screenshot("task-timeline-light").await;
     browser.go(&format!("{base}/")).await;
     browser.dark(true).await;
     browser.wait_text("Tasks by state", Duration::from_secs(5)).await;
     browser.screenshot("overview-dark").await;
+    // The charts draw once the sampler (started by the first overview) has two points, 10 s apart.
+    let give_up = Instant::now() + Duration::from_secs(30);
+    loop {
+        browser.go(&format!("{base}/")).await;
+        if browser.text().await.contains("peak") {
+            break;
+        }
+        assert!(Instant::now() < give_up, "no chart within 30 s");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(browser.run("return document.querySelectorAll('.chart svg polyline').length").await, json!(2));
+    browser.screenshot("overview-charts-dark").await;
 
     // The workflows, and one drawn: a switch's cases and a fork's branches side by side, a
     // fork_each's body, a wait, an optional step.
@@ -367,6 +385,23 @@ async fn the_console_in_chromium() {
         assert!(Instant::now() < give_up, "the redelivered message was not delivered");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+
+    // A retry job of the service's agent, which fails (the service has no route at its base), on
+    // its handler's jobs page with the bulk resubmit of the failed ones.
+    let (s, v) = api.post("/v1/jobs", json!({"handler": "svc", "params": {"n": 1}, "key": "job-1"})).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let job = v["id"].as_str().unwrap().to_owned();
+    let give_up = Instant::now() + Duration::from_secs(20);
+    while api.get(&format!("/v1/jobs/{job}")).await.1["state"] != "given_up" {
+        assert!(Instant::now() < give_up, "the job did not fail");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    browser.go(&format!("{base}/console/jobs?handler=svc")).await;
+    let t = browser.wait_text("job-1", Duration::from_secs(5)).await;
+    assert!(t.contains("given_up") && t.contains("HTTP 404"), "{t}");
+    browser.screenshot("jobs-light").await;
+    browser.click("a[href^='/console/jobs/resubmit?']").await;
+    browser.wait_text("1 given-up job(s) of this search will run again", Duration::from_secs(5)).await;
     p.terminate();
 }
 

@@ -27,6 +27,9 @@ fn describe(action: &str) -> Option<&'static str> {
         "terminate" => "Ends the task at once, undoing nothing.",
         "signal" => "Ends the wait for this signal; the task goes on.",
         "skip" => "Records the step as processed with an empty output, without running it.",
+        "rerun" => {
+            "Runs the task again from this step: it and every step started after it run anew (with new idempotency keys), and the task is running again."
+        }
         _ => return None,
     })
 }
@@ -40,8 +43,9 @@ fn offered(d: &TaskDetail) -> Vec<&'static str> {
     }
     match d.task.state {
         TaskState::Running | TaskState::Compensating => out.extend(["pause", "cancel", "terminate", "signal", "skip"]),
-        TaskState::Paused => out.extend(["resume", "cancel", "terminate"]),
-        TaskState::Failed => out.extend(["retry", "cancel", "terminate"]),
+        TaskState::Paused => out.extend(["resume", "cancel", "terminate", "rerun"]),
+        TaskState::Failed => out.extend(["retry", "cancel", "terminate", "rerun"]),
+        TaskState::Completed | TaskState::Cancelled | TaskState::Compensated => out.push("rerun"),
         _ => {}
     }
     out
@@ -98,6 +102,14 @@ pub async fn confirm(
     if w.action == "skip" {
         extra.push_str(r#"<label>Step<input name="name" required></label>"#);
     }
+    if w.action == "rerun" {
+        // A compensation is rerun from the step it undoes.
+        extra.push_str(r#"<label>From step<select name="name" required>"#);
+        for st in d.steps.iter().filter(|s| s.compensates.is_none()) {
+            let _ = write!(extra, r#"<option value="{0}">{0} ({1})</option>"#, esc(&st.name), st.state.as_str());
+        }
+        extra.push_str("</select></label>");
+    }
     if w.action == "resubmit" {
         let names: Vec<&str> =
             d.steps.iter().filter(|s| s.state == StepState::Error).map(|s| s.name.as_str()).collect();
@@ -150,6 +162,7 @@ pub async fn act(
         "terminate" => Some(TaskCommand::Terminate),
         "signal" => Some(TaskCommand::Signal { name, payload: serde_json::json!({}) }),
         "skip" => Some(TaskCommand::Skip { step: name, output: serde_json::json!({}) }),
+        "rerun" => Some(TaskCommand::Rerun { from: name }),
         other => return Err(Refused::Forbidden(format!("no action {other:?}"))),
     };
     let store = state.store();

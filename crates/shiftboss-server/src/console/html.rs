@@ -25,7 +25,7 @@ pub fn page(title: &str, who: Option<(&str, &str)>, body: &str) -> String {
     if let Some((name, csrf)) = who {
         let _ = write!(
             nav,
-            r#"<nav><a href="/">Overview</a><a href="/console/tasks">Tasks</a><a href="/console/workflows">Workflows</a><a href="/console/deliveries">Deliveries</a><span class="who">{}</span>
+            r#"<nav><a href="/">Overview</a><a href="/console/tasks">Tasks</a><a href="/console/workflows">Workflows</a><a href="/console/jobs">Jobs</a><a href="/console/deliveries">Deliveries</a><span class="who">{}</span>
 <form method="post" action="/console/logout"><input type="hidden" name="csrf" value="{}"><button class="link">Sign out</button></form></nav>"#,
             esc(name),
             esc(csrf)
@@ -51,7 +51,7 @@ h1{font-size:1.35rem;margin:.2rem 0 1rem}h2{font-size:1.05rem;margin:1.4rem 0 .5
 table{border-collapse:collapse;width:100%;background:var(--card);border:1px solid var(--line)}th,td{text-align:left;padding:.35rem .6rem;border-bottom:1px solid var(--line);vertical-align:top}
 th{font-weight:600;color:var(--muted);font-size:.85rem}code,pre{font:13px/1.4 ui-monospace,Menlo,Consolas,monospace}pre{background:var(--card);border:1px solid var(--line);padding:.6rem;overflow:auto;max-height:20rem}
 .state{display:inline-block;padding:0 .45rem;border-radius:.6rem;border:1px solid currentColor;font-size:.85rem}
-.s-completed,.s-processed{color:var(--ok)}.s-failed,.s-error,.s-terminated{color:var(--bad)}.s-paused,.s-compensating,.s-cancelled,.s-compensated{color:var(--warn)}.s-running,.s-processing,.s-pending{color:var(--accent)}
+.s-completed,.s-processed,.s-succeeded{color:var(--ok)}.s-failed,.s-error,.s-terminated,.s-given_up{color:var(--bad)}.s-paused,.s-compensating,.s-cancelled,.s-compensated{color:var(--warn)}.s-running,.s-processing,.s-pending{color:var(--accent)}
 .why{background:var(--card);border-left:3px solid var(--warn);padding:.5rem .8rem;margin:.3rem 0}
 form.filters{display:flex;flex-wrap:wrap;gap:.6rem;align-items:end;margin-bottom:1rem}label{display:flex;flex-direction:column;font-size:.85rem;color:var(--muted)}
 input,select,button{font:inherit;padding:.3rem .5rem;border:1px solid var(--line);border-radius:.3rem;background:var(--card);color:var(--fg)}
@@ -67,12 +67,23 @@ ol.steps{list-style:none;margin:0;padding:0}ol.steps>li+li::before{content:"\219
 .branch>.label{font-size:.8rem;color:var(--muted);margin-bottom:.2rem}details{margin-top:1rem}
 .node.st-processed{border-left-color:var(--ok)}.node.st-error{border-left-color:var(--bad)}.node.st-pending,.node.st-processing{border-left-color:var(--accent)}
 .node.st-cancelled{border-left-color:var(--warn)}.node.st-none{opacity:.55}
+details.timeline{margin:.3rem 0}details.timeline ol{margin:.3rem 0 .6rem;padding-left:1.4rem}details.timeline li{margin:.15rem 0}
+.chart{display:inline-block;margin:0 1.2rem .6rem 0}.chart svg{display:block;background:var(--card);border:1px solid var(--line)}
+.chart polyline{fill:none;stroke:var(--accent);stroke-width:1.5}.chart circle{fill:var(--accent)}.chart line{stroke:var(--line)}
+.chart.errors polyline{stroke:var(--bad)}.chart.errors circle{fill:var(--bad)}.chart .cap{font-size:.85rem;color:var(--muted);max-width:360px}
 "#;
 
 /// The live part: a page that names a stream (`data-stream`) reloads its content when an event
 /// of it arrives, a little later so that a burst is one reload. Same-origin, so the session
-/// cookie goes with it; no library.
+/// cookie goes with it; no library. Times a step counts towards (`time[data-at]`, a complete-by)
+/// say every second how far they are.
 pub const JS: &str = r#"(function(){
+  function left(){ var now=Date.now(); document.querySelectorAll('time[data-at]').forEach(function(t){
+    var s=t.nextElementSibling; if(!s||!s.classList.contains('left')) return;
+    var d=Math.round((parseInt(t.getAttribute('data-at'),10)-now)/1000), a=Math.abs(d);
+    var w=a<120?a+' s':a<7200?Math.round(a/60)+' min':Math.round(a/3600)+' h';
+    s.textContent=d>=0?'(in '+w+')':'('+w+' ago)'; }); }
+  left(); setInterval(left,1000);
   var el=document.querySelector('[data-stream]'); if(!el||!window.EventSource) return;
   var timer=null, es=new EventSource(el.getAttribute('data-stream'));
   function refresh(){ timer=null; fetch(location.href,{credentials:'same-origin'}).then(function(r){return r.text();}).then(function(t){

@@ -12,8 +12,10 @@
 
 mod actions;
 mod bulk;
+pub mod charts;
 mod deliveries;
 pub mod html;
+mod jobs;
 pub mod pages;
 pub mod why;
 mod workflows;
@@ -41,6 +43,8 @@ pub fn router() -> Router<AppState> {
         .route("/console/tasks/{id}/act", get(actions::confirm).post(actions::act))
         .route("/console/bulk", get(bulk::dry_run).post(bulk::act))
         .route("/console/workflows", get(workflows::list))
+        .route("/console/jobs", get(jobs::list))
+        .route("/console/jobs/resubmit", get(jobs::confirm).post(jobs::resubmit))
         .route("/console/workflows/{name}", get(workflows::show))
         .route("/console/deliveries", get(deliveries::list))
         .route("/console/deliveries/redeliver", get(deliveries::confirm).post(deliveries::redeliver))

@@ -42,6 +42,7 @@ pub async fn overview(State(state): State<AppState>, headers: HeaderMap) -> Resu
         );
     }
     b.push_str(r#"</div><p class="muted">Exact counts of the live tables; finished tasks the archiver moved to history are not counted.</p>"#);
+    super::charts::render(&mut b, &state);
     b.push_str("<h2>Queues by agent type</h2><table><tr><th>Agent type</th><th>Due now</th><th>Oldest due for</th><th>Later</th><th>Running</th><th>In Error</th></tr>");
     for q in &queues.agents {
         let age = q.oldest_due_at.map(|t| format!("{} s", (now.0 - t.0).max(0) / 1000)).unwrap_or_else(|| "–".into());
@@ -242,6 +243,80 @@ fn row(b: &mut String, t: &TaskRecord) {
     );
 }
 
+/// A time the page counts towards or from, live (the script fills the `.left` beside it).
+pub fn countdown(at: shiftboss_core::Timestamp) -> String {
+    format!(r#"<time data-at="{}">{at}</time> <span class="left muted"></span>"#, at.0)
+}
+
+/// Each agent step's timeline, from the task's events: scheduled, every claim (attempt, holder,
+/// lease token), lapse, failure and end, with the reason where there is one.
+fn timelines(b: &mut String, d: &shiftboss_store::TaskDetail) {
+    let agents: Vec<_> = d.steps.iter().filter(|s| s.kind == shiftboss_core::workflow::StepKind::Agent).collect();
+    if agents.is_empty() {
+        return;
+    }
+    b.push_str(r#"<h2>Step timelines</h2>"#);
+    for st in agents {
+        let events: Vec<_> = d.events.iter().filter(|e| e.step_id == Some(st.id)).collect();
+        let _ = write!(
+            b,
+            r#"<details class="timeline"><summary>{} · {} attempt{} · {} failure{} · {}</summary><ol>"#,
+            esc(&st.name),
+            st.attempts,
+            if st.attempts == 1 { "" } else { "s" },
+            st.failure_count,
+            if st.failure_count == 1 { "" } else { "s" },
+            st.state.as_str()
+        );
+        for e in &events {
+            let _ = write!(b, r#"<li><span class="t">{}</span> {}</li>"#, e.at, esc(&moment(e)));
+        }
+        if events.is_empty() {
+            b.push_str(r#"<li class="muted">No event of this step among those shown.</li>"#);
+        }
+        b.push_str("</ol></details>");
+    }
+}
+
+/// One step event in words.
+fn moment(e: &shiftboss_core::model::EventRecord) -> String {
+    let d = &e.detail;
+    let field =
+        |k: &str| d.get(k).filter(|v| !v.is_null()).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned));
+    let mut words = match e.kind.as_str() {
+        ev::STEP_SCHEDULED => "scheduled".to_owned(),
+        ev::STEP_CLAIMED => format!("claimed by {}", e.actor),
+        ev::STEP_PROCESSED => "processed".to_owned(),
+        ev::STEP_EXPIRED => "its lease lapsed (no reply by complete-by)".to_owned(),
+        ev::STEP_RELEASED => "released: its holder restarted".to_owned(),
+        ev::STEP_UNCLAIMED => "not claimed within its claim timeout".to_owned(),
+        ev::STEP_FAILED => "the attempt failed".to_owned(),
+        ev::STEP_ERROR => "went to Error".to_owned(),
+        ev::STEP_OVERDUE => "overdue; its policy only alerts".to_owned(),
+        ev::STEP_RESUBMITTED => format!("resubmitted by {}", e.actor),
+        ev::STEP_SKIPPED => format!("skipped by {}", e.actor),
+        ev::STEP_CANCELLED => "cancelled".to_owned(),
+        ev::REPLY_REJECTED => "a late or stale reply was refused".to_owned(),
+        other => other.to_owned(),
+    };
+    for (k, label) in [
+        ("lease_token", "lease token"),
+        ("failure_count", "failures"),
+        ("retry_at", "next try at"),
+        ("error", "error"),
+        ("reason", "reason"),
+    ] {
+        if let Some(v) = field(k) {
+            let v = match (k, v.parse::<i64>()) {
+                ("retry_at", Ok(ms)) => shiftboss_core::Timestamp(ms).to_string(),
+                _ => v,
+            };
+            let _ = write!(words, "; {label} {v}");
+        }
+    }
+    words
+}
+
 pub fn urlencode(s: &str) -> String {
     let mut out = String::new();
     for b in s.bytes() {
@@ -312,7 +387,7 @@ pub async fn task(
             st.attempts,
             st.failure_count,
             esc(st.locked_by.as_deref().unwrap_or("–")),
-            st.complete_by.map(|c| c.to_string()).unwrap_or_else(|| "–".into()),
+            st.complete_by.map(countdown).unwrap_or_else(|| "–".into()),
             st.lease_token.0,
             esc(st.last_error.as_deref().unwrap_or(""))
         );
@@ -349,6 +424,7 @@ pub async fn task(
         }
     }
     b.push_str("</table>");
+    timelines(&mut b, &d);
     if t.state.is_active() || matches!(t.state, TaskState::Paused | TaskState::Failed) {
         b.push_str("<h2>Why is it not running?</h2>");
         if whys.is_empty() {
