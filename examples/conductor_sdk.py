@@ -4,8 +4,8 @@
 Run by crates/shiftboss/tests/conductor_sdk.rs against a real `shiftboss serve` that declares the
 agent types `greet`, `shout` and `slow` remote. The SDK is used as a team on Conductor uses it,
 unchanged: a key and secret traded at POST /api/token, the metadata client registering task and
-workflow definitions, the workflow client starting, reading, searching and terminating
-workflows, the worker runner (TaskHandler) completing tasks, and the task client for a stale
+workflow definitions, the workflow client starting (and starting and waiting), reading,
+searching and terminating workflows, the bulk client pausing and terminating several, the worker runner (TaskHandler) completing tasks, and the task client for a stale
 update, which must be refused and change nothing.
 
 Environment: CONDUCTOR_SERVER_URL (the serve's base URL + /api), SHIFTBOSS_KEY_ID and
@@ -18,6 +18,7 @@ import sys
 import time
 
 from conductor.client.automator.task_handler import TaskHandler
+from conductor.client.http.api.workflow_bulk_resource_api import WorkflowBulkResourceApi
 from conductor.client.configuration.configuration import Configuration
 from conductor.client.configuration.settings.authentication_settings import AuthenticationSettings
 from conductor.client.http.models.start_workflow_request import StartWorkflowRequest
@@ -166,6 +167,11 @@ def main():
                             lambda: (w := workflows.get_workflow(wf, include_tasks=True)).status == "COMPLETED" and w)
             check(done.output == {"message": f"HELLO {name}!".upper()}, f"workflow {wf}'s output: {done.output}")
             check([t.status for t in done.tasks] == ["COMPLETED", "COMPLETED"], f"workflow {wf}'s tasks completed")
+        # Start and wait: the answer is the workflow once it has completed.
+        run = workflows.execute_workflow(StartWorkflowRequest(name=GREETING, version=1, input={"name": "ex"}),
+                                         request_id="req-1", wait_for_seconds=20)
+        check(run.status == "COMPLETED" and run.output == {"message": "HELLO EX!"} and run.request_id == "req-1",
+              f"execute_workflow answers the completed run: {run.status} {run.output}")
     finally:
         handler.stop_processes()
 
@@ -182,6 +188,18 @@ def main():
     workflows.resume_workflow(wf)
     workflows.terminate_workflow(wf, reason="sdk check")
     check(workflows.get_workflow(wf, include_tasks=True).status == "TERMINATED", "a terminated workflow reads TERMINATED")
+
+    # The bulk forms: two pause, an unknown id is reported, not fatal; then both terminate.
+    bulk = WorkflowBulkResourceApi(clients.get_workflow_client().api_client)
+    pair = [workflows.start_workflow(StartWorkflowRequest(name=SLOW, version=1, input={"n": n})) for n in (3, 4)]
+    paused = bulk.pause_workflow(pair + ["999999999"])
+    check(sorted(paused.bulk_successful_results) == sorted(pair) and "999999999" in paused.bulk_error_results,
+          f"bulk pause: {paused.bulk_successful_results} {paused.bulk_error_results}")
+    check(all(workflows.get_workflow(w, include_tasks=False).status == "PAUSED" for w in pair), "both read PAUSED")
+    ended = bulk.terminate(pair, reason="bulk check")
+    check(sorted(ended.bulk_successful_results) == sorted(pair), f"bulk terminate: {ended.bulk_error_results}")
+    check(all(workflows.get_workflow(w, include_tasks=False).status == "TERMINATED" for w in pair),
+          "both read TERMINATED")
     print("all checks held", flush=True)
 
 

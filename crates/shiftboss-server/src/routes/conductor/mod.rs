@@ -7,6 +7,8 @@
 //! engine's submission and the operator path. `docs/conductor-api.md` says what maps and where
 //! the mapping loses something.
 
+mod bulk;
+mod execute;
 mod metadata;
 mod queues;
 mod tasks;
@@ -43,4 +45,10 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(workflows::rerun))
         .routes(routes!(workflows::skip))
         .routes(routes!(workflows::search))
+        .routes(routes!(execute::execute))
+        .routes(routes!(bulk::pause))
+        .routes(routes!(bulk::resume))
+        .routes(routes!(bulk::retry))
+        .routes(routes!(bulk::restart))
+        .routes(routes!(bulk::terminate))
 }

@@ -252,6 +252,8 @@ pub struct TaskResult {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StartWorkflowRequest {
+    /// The workflow's name (start and wait takes it from its path).
+    #[serde(default)]
     pub name: String,
     #[serde(default)]
     pub version: Option<u32>,

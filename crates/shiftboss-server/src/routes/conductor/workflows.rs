@@ -39,6 +39,16 @@ pub async fn start(
     principal: Principal,
     Json(r): Json<StartWorkflowRequest>,
 ) -> Result<Response, ApiError> {
+    let task = start_request(&state, principal, r).await?;
+    Ok(text(task.to_string()))
+}
+
+/// Starts the workflow a StartWorkflowRequest names (`POST /api/workflow` and start-and-wait).
+pub(super) async fn start_request(
+    state: &AppState,
+    principal: Principal,
+    r: StartWorkflowRequest,
+) -> Result<TaskId, ApiError> {
     if r.workflow_def.is_some() {
         return Err(ApiError::invalid("workflowDef: register the definition first (POST /api/metadata/workflow)"));
     }
@@ -70,8 +80,7 @@ pub async fn start(
         actor: principal.name,
         notify: None,
     };
-    let s = state.submit(task).await?;
-    Ok(text(s.task_id.to_string()))
+    Ok(state.submit(task).await?.task_id)
 }
 
 /// A start request's taskToDomain as the task's domains: one domain (or NO_DOMAIN) per task type or
@@ -155,7 +164,7 @@ pub async fn get(
     Ok(Json(Workflow::new(&d.task, with_tasks.then_some(&d.steps[..]), &d.steps, def.as_ref())))
 }
 
-async fn act(
+pub(super) async fn act(
     state: &AppState,
     principal: &Principal,
     id: &str,
@@ -225,7 +234,7 @@ plain_action!(
 );
 
 /// The name of the step a rerun starts from: the one a Conductor task id names, else the first.
-async fn first_or(state: &AppState, id: &str, from: Option<&str>) -> Result<String, ApiError> {
+pub(super) async fn first_or(state: &AppState, id: &str, from: Option<&str>) -> Result<String, ApiError> {
     let task_id = workflow_id(id)?;
     let d = state.store().get_task(task_id).await?.ok_or_else(|| ApiError::not_found(format!("no workflow {id}")))?;
     let step = match from {
