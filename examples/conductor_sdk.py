@@ -181,6 +181,14 @@ def main():
     check(set(hits) >= set(ids) and all(r.status == "COMPLETED" and r.workflow_type == GREETING for r in hits.values()),
           f"search finds the completed workflows ({len(hits)} results)")
 
+    # Found again by their correlation ids, with Conductor's lookups.
+    by_corr = workflows.get_by_correlation_ids(GREETING, ["corr-1", "corr-2", "corr-none"], include_completed=True)
+    check(len(by_corr["corr-1"]) == 1 and by_corr["corr-1"][0].correlation_id == "corr-1"
+          and len(by_corr["corr-2"]) == 1 and by_corr["corr-none"] == [],
+          f"workflows found by correlation id: { {k: len(v) for k, v in by_corr.items()} }")
+    running_only = workflows.get_by_correlation_ids(GREETING, ["corr-1"])
+    check(running_only["corr-1"] == [], "without includeClosed, a completed workflow is not listed")
+
     # Terminate one that no worker serves now.
     wf = workflows.start_workflow(StartWorkflowRequest(name=SLOW, version=1, input={"n": 2}))
     workflows.pause_workflow(wf)

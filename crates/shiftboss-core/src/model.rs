@@ -36,6 +36,12 @@ pub struct TaskRecord {
     pub parent_task_id: Option<TaskId>,
     /// When the workflow's timeout ends the task, if it has one.
     pub deadline_at: Option<Timestamp>,
+    /// The caller's label for related tasks (Conductor's correlationId): not unique, searchable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
+    /// Its isolation domains by agent (agent or `*` to domain): where its steps that name none go.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub domains: std::collections::BTreeMap<String, String>,
     /// True when it was read from the history tables, where the archiver moves finished tasks.
     #[serde(default)]
     pub archived: bool,

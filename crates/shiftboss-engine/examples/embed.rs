@@ -49,6 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let submitted = engine
         .submit(SubmitTask {
             domains: Default::default(),
+            correlation_id: None,
             notify: None,
             key: "order-42".into(),
             workflow: "order".into(),

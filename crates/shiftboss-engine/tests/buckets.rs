@@ -38,6 +38,7 @@ async fn submit_all(e: &Engine, prefix: &str, n: usize) -> Vec<TaskId> {
     let mut ids = Vec::new();
     for i in 0..n {
         let t = SubmitTask {
+            correlation_id: None,
             domains: Default::default(),
             notify: None,
             key: format!("{prefix}-{i}"),

@@ -66,6 +66,7 @@ impl Fixture {
 fn order(key: &str) -> SubmitTask {
     SubmitTask {
         domains: Default::default(),
+        correlation_id: None,
         notify: None,
         key: key.into(),
         workflow: "order".into(),

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 fn task(key: &str, input: serde_json::Value) -> SubmitTask {
     SubmitTask {
+        correlation_id: None,
         domains: Default::default(),
         notify: None,
         key: key.into(),

@@ -387,6 +387,7 @@ async fn an_idle_engine_makes_few_store_calls_and_starts_a_delayed_retry_on_time
 
     let task = engine
         .submit(SubmitTask {
+            correlation_id: None,
             domains: Default::default(),
             notify: None,
             key: "t".into(),

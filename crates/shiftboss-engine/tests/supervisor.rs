@@ -45,6 +45,7 @@ fn supervisor(f: &Fixture, name: &str, policy: RetryPolicy) -> Supervisor {
 async fn submit_and_claim_keyed(f: &Fixture, prefix: &str, n: usize) {
     for i in 0..n {
         let t = SubmitTask {
+            correlation_id: None,
             domains: Default::default(),
             notify: None,
             key: format!("{prefix}{i}"),

@@ -51,6 +51,7 @@ async fn ended(store: &dyn Store, task: TaskId) -> TaskDetail {
 
 fn submit(key: &str, workflow: &str, input: Value) -> SubmitTask {
     SubmitTask {
+        correlation_id: None,
         domains: Default::default(),
         notify: None,
         key: key.into(),

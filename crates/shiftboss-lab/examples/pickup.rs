@@ -76,6 +76,7 @@ async fn main() -> anyhow::Result<()> {
         let k = format!("{run}-{i}");
         let t = SubmitTask {
             domains: Default::default(),
+            correlation_id: None,
             notify: None,
             key: k.clone(),
             workflow: "pickup".into(),

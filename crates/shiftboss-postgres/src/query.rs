@@ -5,7 +5,7 @@
 //! are sent together (tokio-postgres pipelines concurrent queries on one connection), so a snapshot
 //! costs one round trip more than a single statement, not one per statement.
 
-use crate::rows::{EVENT_COLUMNS, STEP_COLUMNS, TASK_COLUMNS, get, parsed};
+use crate::rows::{EVENT_COLUMNS, STEP_COLUMNS, TASK_COLUMN_COUNT, TASK_COLUMNS, get, parsed};
 use crate::tx::{Conn, DefCache, pg_int};
 use shiftboss_core::model::{EventRecord, TaskRecord};
 use shiftboss_core::workflow::WorkflowDef;
@@ -100,6 +100,9 @@ impl Where {
         }
         // Byte order whatever the database's collation, so that the range holds exactly the keys
         // that start with the prefix (history has an index in this collation; see migration 9).
+        if let Some(c) = &f.correlation_id {
+            w.add("correlation_id = ?", Box::new(c.clone()));
+        }
         if let Some((lo, hi)) = f.key_range() {
             w.add("task_key COLLATE \"C\" >= ?", Box::new(lo.to_owned()));
             if let Some(hi) = hi {
@@ -157,7 +160,7 @@ pub async fn list_tasks(c: Conn<'_>, p: &ListTasks) -> Result<Vec<TaskRecord>, S
         page("tasks", false)
     };
     let rows = c.query(&sql, &w.params()).await?;
-    rows.iter().map(|r| Ok(TaskRecord { archived: get(r, 13)?, ..crate::rows::task(r)? })).collect()
+    rows.iter().map(|r| Ok(TaskRecord { archived: get(r, TASK_COLUMN_COUNT)?, ..crate::rows::task(r)? })).collect()
 }
 
 /// The ids of the live tasks a filter matches, oldest first, at most `limit`.

@@ -11,7 +11,10 @@ use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 
 pub const TASK_COLUMNS: &str = "id, task_key, workflow, workflow_version, state, priority, input, output, created_at, \
-     updated_at, bucket, parent_task_id, deadline_at";
+     updated_at, bucket, parent_task_id, deadline_at, correlation_id, domains";
+
+/// How many columns [`TASK_COLUMNS`] names: a column a query adds after them is at this index.
+pub const TASK_COLUMN_COUNT: usize = 15;
 
 pub const STEP_COLUMNS: &str = "id, task_id, name, agent, state, locked_by, complete_by, lease_token, due_at, \
      priority, failure_count, attempts, last_error, input, output, idempotency_key, timeout_ms, config, retry, \
@@ -67,6 +70,8 @@ pub fn task(row: &Row) -> Result<TaskRecord, StoreError> {
         bucket: bucket(row, 10)?,
         parent_task_id: get::<Option<i64>>(row, 11)?.map(TaskId),
         deadline_at: get::<Option<i64>>(row, 12)?.map(Timestamp),
+        correlation_id: get(row, 13)?,
+        domains: shiftboss_store::advance::domains_of(get::<Option<&str>>(row, 14)?),
         // The reads of history set it.
         archived: false,
     })

@@ -77,16 +77,17 @@ pub async fn insert_submitted(t: &Tx<'_>, new: &[NewTask<'_>]) -> Result<Vec<Key
     let buckets: Vec<i32> = new.iter().map(|r| i32::from(bucket_of(r.key))).collect();
     let deadlines: Vec<Option<i64>> = new.iter().map(|r| r.deadline_at).collect();
     let domains: Vec<Option<&str>> = new.iter().map(|r| r.domains.as_deref()).collect();
+    let correlation: Vec<Option<&str>> = new.iter().map(|r| r.correlation_id.as_deref()).collect();
     let reserve = i32::try_from(n * STEP_IDS_PER_TASK).unwrap_or(i32::MAX);
     // Prepared first, so that the three are sent in this order (see `Tx::finish_with`).
     let insert = t
         .prepare(
             "INSERT INTO tasks (task_key, workflow, workflow_version, state, priority, input, created_at, updated_at,
-                                bucket, depth, deadline_at, domains)
-             SELECT k, w, v, 'running', p, i, $8, $8, b, 0, d, m
+                                bucket, depth, deadline_at, domains, correlation_id)
+             SELECT k, w, v, 'running', p, i, $8, $8, b, 0, d, m, c
                FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::int[], $7::bigint[],
-                           $9::text[])
-                    WITH ORDINALITY AS j(k, w, v, p, i, b, d, m, n)
+                           $9::text[], $10::text[])
+                    WITH ORDINALITY AS j(k, w, v, p, i, b, d, m, c, n)
               ORDER BY n
              ON CONFLICT (task_key) DO NOTHING
              RETURNING id, task_key",
@@ -104,7 +105,18 @@ pub async fn insert_submitted(t: &Tx<'_>, new: &[NewTask<'_>]) -> Result<Vec<Key
     let (inserted, archived, ids) = futures_util::future::join3(
         c.query(
             &insert,
-            &[&keys, &workflows, &versions, &priorities, &inputs, &buckets, &deadlines, &t.now.0, &domains],
+            &[
+                &keys,
+                &workflows,
+                &versions,
+                &priorities,
+                &inputs,
+                &buckets,
+                &deadlines,
+                &t.now.0,
+                &domains,
+                &correlation,
+            ],
         ),
         c.query(&history, &[&keys]),
         reserved,

@@ -20,7 +20,7 @@ use tokio_postgres::Row;
 
 /// The columns [`task_row`] reads, in its order.
 pub const TASK_ROW_COLUMNS: &str = "state, workflow, workflow_version, input, task_key, priority, depth, parent_task_id IS NOT NULL, generation, \
-     domains";
+     domains, correlation_id";
 
 /// A [`TaskRow`] from [`TASK_ROW_COLUMNS`], starting at column `at`.
 pub fn task_row(row: &Row, at: usize) -> Result<TaskRow, StoreError> {
@@ -35,6 +35,7 @@ pub fn task_row(row: &Row, at: usize) -> Result<TaskRow, StoreError> {
         is_child: get(row, at + 7)?,
         generation: get(row, at + 8)?,
         domains: shiftboss_store::advance::domains_of(get::<Option<&str>>(row, at + 9)?),
+        correlation_id: get(row, at + 10)?,
     })
 }
 
@@ -131,8 +132,8 @@ impl WriteTx for Tx<'_> {
         let row = self
             .query_opt(
                 "INSERT INTO tasks (task_key, workflow, workflow_version, state, priority, input, created_at, updated_at,
-                                    bucket, parent_task_id, parent_step, depth, deadline_at, domains)
-                 VALUES ($1, $2, $3, 'running', $4, $5, $6, $6, $7, $8, $9, $10, $11, $12)
+                                    bucket, parent_task_id, parent_step, depth, deadline_at, domains, correlation_id)
+                 VALUES ($1, $2, $3, 'running', $4, $5, $6, $6, $7, $8, $9, $10, $11, $12, $13)
                  ON CONFLICT (task_key) DO NOTHING
                  RETURNING id",
                 &[
@@ -148,6 +149,7 @@ impl WriteTx for Tx<'_> {
                     &depth,
                     &new.deadline_at,
                     &new.domains,
+                    &new.correlation_id,
                 ],
             )
             .await?;

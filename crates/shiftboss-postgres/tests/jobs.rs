@@ -268,6 +268,7 @@ async fn an_insert_waiting_on_an_archiver_finds_the_key_in_history() {
                 if by_submit {
                     let p = SubmitTask {
                         domains: Default::default(),
+                        correlation_id: None,
                         notify: None,
                         key: key.clone(),
                         workflow: "job:mail".into(),

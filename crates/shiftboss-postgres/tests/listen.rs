@@ -18,6 +18,7 @@ use tokio::time::timeout;
 fn task(key: &str) -> SubmitTask {
     SubmitTask {
         domains: Default::default(),
+        correlation_id: None,
         notify: None,
         key: key.into(),
         workflow: "w".into(),

@@ -19,6 +19,7 @@ fn workflow() -> WorkflowDef {
 fn submit(key: &str) -> SubmitTask {
     SubmitTask {
         domains: Default::default(),
+        correlation_id: None,
         notify: None,
         key: key.into(),
         workflow: "order".into(),

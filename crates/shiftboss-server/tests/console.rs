@@ -116,6 +116,7 @@ async fn sign_in_see_why_a_task_failed_and_resubmit_it() {
     let task = engine
         .submit(SubmitTask {
             domains: Default::default(),
+            correlation_id: None,
             notify: None,
             key: "o-1".into(),
             workflow: "order".into(),
@@ -188,6 +189,7 @@ async fn sign_in_see_why_a_task_failed_and_resubmit_it() {
     for key in ["o-2", "o-3"] {
         let s = SubmitTask {
             domains: Default::default(),
+            correlation_id: None,
             notify: None,
             key: key.into(),
             workflow: "order".into(),

@@ -1,7 +1,7 @@
 //! Reads for operators and tools.
 
 use crate::error::map_err;
-use crate::rows::{EVENT_COLUMNS, STEP_COLUMNS, TASK_COLUMNS};
+use crate::rows::{EVENT_COLUMNS, STEP_COLUMNS, TASK_COLUMN_COUNT, TASK_COLUMNS};
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use shiftboss_core::model::{EventRecord, TaskRecord};
@@ -87,6 +87,9 @@ impl Where {
         }
         // A range, which SQLite reads from the key's index (text compares as bytes here), where
         // LIKE 'prefix%' would need case-sensitive LIKE turned on to use it.
+        if let Some(c) = &f.correlation_id {
+            w.add("correlation_id = ?", Value::Text(c.clone()));
+        }
         if let Some((lo, hi)) = f.key_range() {
             w.add("task_key >= ?", Value::Text(lo.into()));
             if let Some(hi) = hi {
@@ -140,7 +143,7 @@ pub fn list_tasks(c: &Connection, p: &ListTasks) -> Result<Vec<TaskRecord>, Stor
         page("tasks", 0)
     };
     collect(c, &sql, params_from_iter(w.values), |r| {
-        Ok(TaskRecord { archived: r.get::<_, i64>(13)? != 0, ..crate::rows::task(r)? })
+        Ok(TaskRecord { archived: r.get::<_, i64>(TASK_COLUMN_COUNT)? != 0, ..crate::rows::task(r)? })
     })
 }
 

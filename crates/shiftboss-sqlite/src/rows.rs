@@ -9,7 +9,10 @@ use shiftboss_core::{LeaseToken, StepId, TaskId, Timestamp};
 use std::time::Duration;
 
 pub const TASK_COLUMNS: &str = "id, task_key, workflow, workflow_version, state, priority, input, output, created_at, updated_at, bucket, \
-     parent_task_id, deadline_at";
+     parent_task_id, deadline_at, correlation_id, domains";
+
+/// How many columns [`TASK_COLUMNS`] names: a column a query adds after them is at this index.
+pub const TASK_COLUMN_COUNT: usize = 15;
 
 pub const STEP_COLUMNS: &str = "id, task_id, name, agent, state, locked_by, complete_by, lease_token, due_at, \
      priority, failure_count, attempts, last_error, input, output, idempotency_key, timeout_ms, config, retry, \
@@ -50,6 +53,8 @@ pub fn task(row: &Row<'_>) -> rusqlite::Result<TaskRecord> {
         bucket: row.get(10)?,
         parent_task_id: row.get::<_, Option<i64>>(11)?.map(TaskId),
         deadline_at: row.get::<_, Option<i64>>(12)?.map(Timestamp),
+        correlation_id: row.get(13)?,
+        domains: shiftboss_store::advance::domains_of(row.get::<_, Option<String>>(14)?.as_deref()),
         // The reads of history set it.
         archived: false,
     })

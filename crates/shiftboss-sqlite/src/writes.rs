@@ -35,7 +35,7 @@ pub fn run_now<T>(op: impl Future<Output = Result<T, StoreError>>) -> Result<T, 
 pub fn load_task(t: &Tx<'_>, task_id: TaskId) -> Result<TaskRow, StoreError> {
     t.tx.prepare_cached(
         "SELECT state, workflow, workflow_version, input, task_key, priority, depth, parent_task_id IS NOT NULL,
-                generation, domains
+                generation, domains, correlation_id
          FROM tasks WHERE id = ?1",
     )
     .and_then(|mut st| {
@@ -51,6 +51,7 @@ pub fn load_task(t: &Tx<'_>, task_id: TaskId) -> Result<TaskRow, StoreError> {
                 is_child: r.get(7)?,
                 generation: r.get(8)?,
                 domains: shiftboss_store::advance::domains_of(r.get::<_, Option<String>>(9)?.as_deref()),
+                correlation_id: r.get(10)?,
             })
         })
         .optional()
@@ -228,8 +229,8 @@ impl WriteTx for Tx<'_> {
             .tx
             .prepare_cached(
                 "INSERT INTO tasks (task_key, workflow, workflow_version, state, priority, input, created_at, updated_at,
-                                    bucket, parent_task_id, parent_step, depth, deadline_at, domains)
-                 VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                                    bucket, parent_task_id, parent_step, depth, deadline_at, domains, correlation_id)
+                 VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
                  ON CONFLICT (task_key) DO NOTHING",
             )
             .and_then(|mut st| {
@@ -246,6 +247,7 @@ impl WriteTx for Tx<'_> {
                     new.depth,
                     new.deadline_at,
                     new.domains,
+                    new.correlation_id,
                 ])
             })
             .map_err(map_err)?;

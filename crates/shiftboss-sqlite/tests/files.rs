@@ -35,6 +35,7 @@ fn workflow() -> WorkflowDef {
 
 fn submit(key: &str) -> SubmitTask {
     SubmitTask {
+        correlation_id: None,
         domains: Default::default(),
         notify: None,
         key: key.into(),
@@ -321,6 +322,7 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     let submitted = shiftboss_store::Store::submit_task(
         &store,
         shiftboss_store::SubmitTask {
+            correlation_id: None,
             domains: Default::default(),
             notify: None,
             key: "new".into(),

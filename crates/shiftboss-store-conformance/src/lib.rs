@@ -199,6 +199,7 @@ macro_rules! conformance_suite {
                 list_tasks_by_key_prefix_and_time_ranges,
                 list_tasks_includes_history_on_request,
                 task_events_come_a_page_at_a_time_live_or_archived,
+                list_tasks_by_correlation_id_and_children_inherit_it,
             }
             bulk {
                 a_dry_run_counts_and_the_action_cancels_each_task_reporting_refusals,

@@ -172,6 +172,7 @@ pub fn id(s: &str) -> InstanceId {
 
 pub fn submit_params(key: &str, workflow: &str, priority: i32) -> SubmitTask {
     SubmitTask {
+        correlation_id: None,
         domains: Default::default(),
         notify: None,
         key: key.into(),

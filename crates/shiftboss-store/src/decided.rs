@@ -223,6 +223,7 @@ mod tests {
             is_child: false,
             generation: 0,
             domains: Default::default(),
+            correlation_id: None,
         };
         let row = step_row(&def, &new_step("charge", StepKind::Agent, StepState::Pending), &task, now).unwrap();
         assert_eq!(row.idempotency_key, step_key("order-1", "charge", 0), "made from the work, not drawn");

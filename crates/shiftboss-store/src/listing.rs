@@ -22,6 +22,8 @@ pub struct TaskFilter {
     pub updated_from: Option<Timestamp>,
     /// Last changed before this time.
     pub updated_to: Option<Timestamp>,
+    /// Only tasks with this correlation id.
+    pub correlation_id: Option<String>,
 }
 
 impl TaskFilter {
@@ -34,6 +36,9 @@ impl TaskFilter {
             return Err(StoreError::InvalidInput(format!(
                 "a key prefix must be at most {MAX_TASK_KEY_LEN} bytes with no control characters"
             )));
+        }
+        if self.correlation_id.as_ref().is_some_and(|c| c.len() > MAX_TASK_KEY_LEN || c.contains('\0')) {
+            return Err(StoreError::InvalidInput(format!("correlation id: at most {MAX_TASK_KEY_LEN} bytes, no NUL")));
         }
         if self.workflow.as_ref().is_some_and(|w| w.len() > 1000 || w.contains('\0')) {
             return Err(StoreError::InvalidInput("workflow: at most 1000 bytes, no NUL".into()));

@@ -34,6 +34,10 @@ pub struct SubmitTask {
     /// domain goes to the domain of its agent, else of `"*"`; only schedulers and workers serving
     /// that domain claim it. Kept with the task; a sub-workflow's child takes its parent's.
     pub domains: TaskDomains,
+    /// A label the caller gives related tasks (Conductor's correlationId): not unique, not part
+    /// of what makes a repeated submission the same; tasks are listed by it. A sub-workflow's
+    /// child takes its parent's.
+    pub correlation_id: Option<String>,
 }
 
 /// Agent (or `"*"`) to isolation domain, for one task's steps; [`NO_DOMAIN`] keeps an agent's
@@ -73,6 +77,11 @@ impl SubmitTask {
         }
         if let Some(n) = &self.notify {
             n.validate()?;
+        }
+        if let Some(c) = &self.correlation_id
+            && (c.is_empty() || c.len() > MAX_TASK_KEY_LEN || c.chars().any(char::is_control))
+        {
+            return bad(format!("a correlation id must be 1 to {MAX_TASK_KEY_LEN} bytes with no control characters"));
         }
         if self.domains.len() > MAX_TASK_DOMAINS {
             return bad(format!("at most {MAX_TASK_DOMAINS} domains per task"));

@@ -126,6 +126,7 @@ async fn tasks_show_prints_times_in_event_details_as_rfc3339() {
         store.register_workflow(&wf).await.unwrap();
         let t = SubmitTask {
             domains: Default::default(),
+            correlation_id: None,
             notify: None,
             key: "claimed".into(),
             workflow: "one".into(),

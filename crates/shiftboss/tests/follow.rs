@@ -40,6 +40,7 @@ fn def(v: Value) -> WorkflowDef {
 fn task(key: &str, workflow: &str, input: Value) -> SubmitTask {
     SubmitTask {
         domains: Default::default(),
+        correlation_id: None,
         notify: None,
         key: key.into(),
         workflow: workflow.into(),

@@ -56,6 +56,7 @@ async fn a_second_serve_process_gets_its_own_id_and_neither_releases_the_others_
     for i in 0..4 {
         let t = SubmitTask {
             domains: Default::default(),
+            correlation_id: None,
             notify: None,
             key: format!("o-{i}"),
             workflow: "order".into(),

@@ -31,6 +31,7 @@ async fn ended(store: &SqliteStore, task: TaskId) -> TaskDetail {
 async fn submit(store: &SqliteStore, key: &str) -> TaskId {
     let t = SubmitTask {
         domains: Default::default(),
+        correlation_id: None,
         notify: None,
         key: key.into(),
         workflow: "hook".into(),

@@ -204,6 +204,7 @@ struct Acked {
 fn order(key: &str, input: &serde_json::Value) -> SubmitTask {
     SubmitTask {
         domains: Default::default(),
+        correlation_id: None,
         notify: None,
         key: key.into(),
         workflow: "order".into(),

@@ -78,6 +78,7 @@ async fn a_sweeps_requeue_wakes_a_sleeping_scheduler_of_another_process() {
 
     let task = SubmitTask {
         domains: Default::default(),
+        correlation_id: None,
         notify: None,
         key: "t".into(),
         workflow: "w".into(),

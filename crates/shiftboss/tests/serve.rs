@@ -41,6 +41,7 @@ async fn two_serve_processes_share_the_work_and_survive_a_sigkill() {
     for i in 0..n {
         let t = SubmitTask {
             domains: Default::default(),
+            correlation_id: None,
             notify: None,
             key: format!("o-{i}"),
             workflow: "order".into(),

@@ -101,6 +101,7 @@ async fn a_second_signal_ends_serve_at_once() {
     for i in 0..2 {
         let t = SubmitTask {
             domains: Default::default(),
+            correlation_id: None,
             notify: None,
             key: format!("o-{i}"),
             workflow: "order".into(),

@@ -56,6 +56,7 @@ pub async fn ended(store: &dyn shiftboss_store::Store, task: shiftboss_core::Tas
 pub fn submit(key: &str, workflow: &str, input: serde_json::Value) -> shiftboss_store::SubmitTask {
     shiftboss_store::SubmitTask {
         domains: Default::default(),
+        correlation_id: None,
         notify: None,
         key: key.into(),
         workflow: workflow.into(),

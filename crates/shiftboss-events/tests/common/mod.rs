@@ -110,6 +110,7 @@ impl Harness {
     pub async fn run(&self, workflow: &str, key: &str, input: Value) -> TaskDetail {
         let submit = SubmitTask {
             domains: Default::default(),
+            correlation_id: None,
             notify: None,
             key: key.into(),
             workflow: workflow.into(),

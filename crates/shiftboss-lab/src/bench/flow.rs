@@ -41,6 +41,7 @@ pub async fn run(db: &DbTarget, a: FlowArgs) -> anyhow::Result<Value> {
             let (key, input) = order_input(n);
             SubmitTask {
                 domains: Default::default(),
+                correlation_id: None,
                 notify: None,
                 key: format!("{run}-{key}"),
                 workflow: wf.name.clone(),

@@ -29,6 +29,7 @@ pub fn job(run: &str, n: u64) -> SubmitTask {
     let key = format!("bench-{run}-{n}");
     SubmitTask {
         domains: Default::default(),
+        correlation_id: None,
         notify: None,
         key: key.clone(),
         workflow: WORKFLOW.into(),

@@ -175,6 +175,8 @@ pub(super) mod tests {
             updated_at: Timestamp(0),
             parent_task_id: None,
             deadline_at: None,
+            correlation_id: None,
+            domains: Default::default(),
             archived: false,
         };
         let step = StepRecord {

@@ -47,6 +47,7 @@ pub async fn submit_all(
                 loop {
                     let task = SubmitTask {
                         domains: Default::default(),
+                        correlation_id: None,
                         notify: None,
                         key: key.clone(),
                         workflow: "order".into(),

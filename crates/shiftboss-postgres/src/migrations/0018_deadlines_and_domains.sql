@@ -11,3 +11,7 @@ CREATE INDEX steps_claim_by ON steps ((least(due_at, 4611686018427387903) + clai
 -- A task's isolation domains by agent (Conductor's taskToDomain), as JSON text; NULL for none.
 ALTER TABLE tasks ADD COLUMN domains text;
 ALTER TABLE tasks_history ADD COLUMN domains text;
+-- A task's correlation id (Conductor's correlationId): not unique; live tasks are found by it.
+ALTER TABLE tasks ADD COLUMN correlation_id text;
+ALTER TABLE tasks_history ADD COLUMN correlation_id text;
+CREATE INDEX tasks_correlation ON tasks (correlation_id, id) WHERE correlation_id IS NOT NULL;

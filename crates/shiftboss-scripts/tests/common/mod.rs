@@ -198,6 +198,7 @@ impl Harness {
     pub async fn submit(&self, key: &str, input: Value) -> TaskId {
         let submit = SubmitTask {
             domains: Default::default(),
+            correlation_id: None,
             notify: None,
             key: key.into(),
             workflow: self.workflow.clone(),

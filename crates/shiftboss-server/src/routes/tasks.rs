@@ -82,6 +82,7 @@ impl FilterParams {
             t.map(|t| parse_time(&t).map_err(|e| bad(format!("{what}: {e}")))).transpose()
         };
         Ok(TaskFilter {
+            correlation_id: None,
             state,
             workflow: self.workflow,
             key_prefix: self.key_prefix,
@@ -199,6 +200,7 @@ fn to_store(t: wire::SubmitTask, principal: &Principal) -> Result<shiftboss_stor
         .transpose()
         .map_err(|m| ApiError::invalid(format!("notify: {m}")))?;
     Ok(shiftboss_store::SubmitTask {
+        correlation_id: None,
         domains: t.domains,
         key: t.key,
         workflow: t.workflow,

@@ -11,3 +11,7 @@ CREATE INDEX steps_claim_by ON steps (min(due_at, 4611686018427387903) + claim_t
 -- A task's isolation domains by agent (Conductor's taskToDomain), as JSON text; NULL for none.
 ALTER TABLE tasks ADD COLUMN domains TEXT;
 ALTER TABLE tasks_history ADD COLUMN domains TEXT;
+-- A task's correlation id (Conductor's correlationId): not unique; live tasks are found by it.
+ALTER TABLE tasks ADD COLUMN correlation_id TEXT;
+ALTER TABLE tasks_history ADD COLUMN correlation_id TEXT;
+CREATE INDEX tasks_correlation ON tasks (correlation_id, id) WHERE correlation_id IS NOT NULL;

@@ -74,6 +74,7 @@ pub async fn list_tasks_by_key_prefix_and_time_ranges<F: Fixture>(f: F) {
 
     // Every filter at once, and paging under it.
     let all = TaskFilter {
+        correlation_id: None,
         state: Some(TaskState::Running),
         workflow: Some("one".into()),
         key_prefix: Some("order".into()),
@@ -189,4 +190,41 @@ pub async fn task_events_come_a_page_at_a_time_live_or_archived<F: Fixture>(f: F
     assert_eq!((head.steps.len(), &head.events[..]), (whole.steps.len(), &all[..2]));
     let u = TaskEvents { task_id: other, after: None, limit: 100 };
     assert!(h.store.task_events(u).await.expect("events").iter().all(|e| e.task_id == other));
+}
+
+pub async fn list_tasks_by_correlation_id_and_children_inherit_it<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register_standard().await;
+    h.register(&def(json!({"name": "parent", "steps": [
+        {"name": "child", "kind": "sub_workflow", "workflow": "one"}
+    ]})))
+    .await;
+    let with = |key: &str, workflow: &str, correlation: Option<&str>| SubmitTask {
+        correlation_id: correlation.map(str::to_owned),
+        ..submit_params(key, workflow, 0)
+    };
+    let bad = with("bad", "one", Some(""));
+    assert!(matches!(h.store.submit_task(bad).await, Err(StoreError::InvalidInput(_))), "an empty correlation id");
+    let a = h.store.submit_task(with("a", "one", Some("order-7"))).await.unwrap().task_id;
+    h.store.submit_task(with("b", "one", Some("order-8"))).await.unwrap();
+    h.store.submit_task(with("c", "one", None)).await.unwrap();
+    let p = h.store.submit_task(with("p", "parent", Some("order-7"))).await.unwrap().task_id;
+    let by = |c: &str| ListTasks {
+        filter: TaskFilter { correlation_id: Some(c.into()), ..TaskFilter::default() },
+        include_archived: false,
+        before: None,
+        limit: 10,
+    };
+    let found = h.store.list_tasks(by("order-7")).await.unwrap();
+    let keys: Vec<&str> = found.iter().map(|t| t.key.as_str()).collect();
+    assert_eq!(keys, ["p/child/0", "p", "a"], "newest first, the sub-workflow's child with its parent's id");
+    assert!(found.iter().all(|t| t.correlation_id.as_deref() == Some("order-7")));
+    assert_eq!(h.task(a).await.task.correlation_id.as_deref(), Some("order-7"), "read back with the task");
+    assert_eq!(h.task(p).await.task.correlation_id.as_deref(), Some("order-7"));
+    assert!(h.store.list_tasks(by("order-9")).await.unwrap().is_empty());
+    let one =
+        TaskFilter { workflow: Some("one".into()), correlation_id: Some("order-7".into()), ..TaskFilter::default() };
+    let found =
+        h.store.list_tasks(ListTasks { filter: one, include_archived: false, before: None, limit: 10 }).await.unwrap();
+    assert_eq!(found.len(), 2, "with the workflow's name: the child and a");
 }

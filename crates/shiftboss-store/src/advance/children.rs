@@ -102,6 +102,7 @@ async fn child_start<T: WriteTx>(
         // A sub-workflow's child runs in its parent's domains (as Conductor's does); a started task
         // is on its own.
         domains: if child.detached { None } else { super::tx::domains_text(&task.domains) },
+        correlation_id: if child.detached { None } else { task.correlation_id.clone() },
     };
     // Someone submitted a task under this key by hand: the child cannot have it.
     let Some(child_id) = t.insert_task(&new).await? else {

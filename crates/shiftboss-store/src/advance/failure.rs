@@ -78,6 +78,7 @@ pub(super) async fn start_failure_workflow<T: WriteTx>(
                     depth: task.depth + 1,
                     deadline_at: child_def.timeout.map(|d| t.now().plus(d).0),
                     domains: None,
+                    correlation_id: None,
                 };
                 if let Some(id) = t.insert_task(&new).await? {
                     started = Some((id, key));

@@ -75,6 +75,7 @@ async fn submit_all<T: WriteTx>(t: &T, batch: &[SubmitTask], in_batch: bool) -> 
             depth: 0,
             deadline_at: r.def.timeout.map(|d| t.now().plus(d).0),
             domains: super::tx::domains_text(&p.domains),
+            correlation_id: p.correlation_id.clone(),
         });
     }
     let keyed = t.insert_submitted(&rows).await?;
@@ -154,6 +155,7 @@ async fn start<T: WriteTx>(
         is_child: false,
         generation: 0,
         domains: p.domains.clone(),
+        correlation_id: p.correlation_id.clone(),
     };
     advance_new_task(t, task_id, row, &p.actor).await?;
     Ok(())

@@ -38,6 +38,8 @@ pub struct TaskRow {
     pub generation: i64,
     /// Its isolation domains by agent (`SubmitTask::domains`); empty for most tasks.
     pub domains: crate::TaskDomains,
+    /// Its correlation id (`SubmitTask::correlation_id`), which a sub-workflow's child takes.
+    pub correlation_id: Option<String>,
 }
 
 /// A task row to insert: a submission, or a child a sub-workflow step starts.
@@ -61,6 +63,8 @@ pub struct NewTask<'a> {
     pub deadline_at: Option<i64>,
     /// Its isolation domains by agent as JSON text (`tasks.domains`); none when it has none.
     pub domains: Option<String>,
+    /// Its correlation id.
+    pub correlation_id: Option<String>,
 }
 
 /// A task's domain map as its row keeps it: JSON text, none when empty.

@@ -124,7 +124,7 @@ impl Backend for ApiBackend {
 
     async fn submit_task(&self, task: SubmitTask) -> anyhow::Result<Submitted> {
         let body = wire::SubmitTask {
-            domains: Default::default(),
+            domains: task.domains,
             notify: None,
             key: task.key,
             workflow: task.workflow,

@@ -64,6 +64,7 @@ pub struct FilterArgs {
 impl From<FilterArgs> for TaskFilter {
     fn from(f: FilterArgs) -> TaskFilter {
         TaskFilter {
+            correlation_id: None,
             state: f.state,
             workflow: f.workflow,
             key_prefix: f.key_prefix,

@@ -169,6 +169,7 @@ impl TasksCommand {
                 let actor = b.actor(actor)?;
                 let s = b
                     .submit_task(SubmitTask {
+                        correlation_id: None,
                         notify: None,
                         key,
                         workflow,

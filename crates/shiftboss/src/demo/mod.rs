@@ -231,6 +231,7 @@ async fn submit_orders(engine: &Engine, waiter: &Waiter, orders: u32) -> anyhow:
     for n in 1..=orders {
         let (key, input) = workflow::order_input(n);
         let task = SubmitTask {
+            correlation_id: None,
             domains: Default::default(),
             notify: None,
             key,

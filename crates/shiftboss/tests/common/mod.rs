@@ -402,6 +402,7 @@ pub async fn submit_orders(store: &dyn Store, timeout: &str, n: usize) -> Vec<Ta
     for i in 0..n {
         let t = SubmitTask {
             domains: Default::default(),
+            correlation_id: None,
             notify: None,
             key: format!("o-{i}"),
             workflow: "order".into(),

@@ -91,9 +91,9 @@ macro_rules! bulk_action {
     ($name:ident, $method:ident, $path:literal, $verb:expr, $doc:literal) => {
         #[doc = $doc]
         #[utoipa::path($method, path = $path, tag = "conductor", params(BulkParams),
-                            request_body(content = Vec<String>, description = "Workflow ids (at most 1,000)"),
-                            security(("token" = ["operate"])),
-                            responses((status = 200, body = BulkResponse), (status = 422, body = Problem)))]
+                                    request_body(content = Vec<String>, description = "Workflow ids (at most 1,000)"),
+                                    security(("token" = ["operate"])),
+                                    responses((status = 200, body = BulkResponse), (status = 422, body = Problem)))]
         pub async fn $name(
             State(state): State<AppState>,
             principal: Principal,

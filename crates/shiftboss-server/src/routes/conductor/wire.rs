@@ -307,6 +307,8 @@ pub struct Workflow {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason_for_incompletion: Option<String>,
     pub failed_reference_task_names: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
     pub task_to_domain: Map<String, Value>,
     pub variables: Map<String, Value>,
     pub tasks: Vec<Task>,
@@ -340,7 +342,8 @@ impl Workflow {
             parent_workflow_id: t.parent_task_id.map(|p| p.to_string()),
             reason_for_incompletion: failed.first().and_then(|s| s.last_error.clone()),
             failed_reference_task_names: failed.iter().map(|s| s.name.clone()).collect(),
-            task_to_domain: Map::new(),
+            correlation_id: t.correlation_id.clone(),
+            task_to_domain: t.domains.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect(),
             variables: variables(def, all_steps),
             tasks: steps
                 .unwrap_or_default()

@@ -71,6 +71,7 @@ pub(super) async fn start_request(
         return Err(ApiError::conflict(format!("idempotencyKey {key:?}: a workflow was started with it")));
     }
     let task = SubmitTask {
+        correlation_id: r.correlation_id.filter(|c| !c.is_empty()),
         domains,
         key,
         workflow: r.name,
@@ -102,8 +103,7 @@ fn task_domains(map: BTreeMap<String, String>) -> Result<shiftboss_store::TaskDo
 pub struct StartParams {
     /// The version; the newest when absent.
     pub version: Option<u32>,
-    /// Not kept by shiftboss (see docs/conductor-api.md).
-    #[allow(dead_code)]
+    /// Kept with the workflow; its lookups find it by this.
     pub correlation_id: Option<String>,
     pub priority: Option<i32>,
 }
@@ -123,6 +123,7 @@ pub async fn start_by_name(
     Json(input): Json<Value>,
 ) -> Result<Response, ApiError> {
     let task = SubmitTask {
+        correlation_id: q.correlation_id.filter(|c| !c.is_empty()),
         domains: Default::default(),
         key: uuid::Uuid::new_v4().to_string(),
         workflow: name,
@@ -336,11 +337,16 @@ pub async fn search(
     if size == 0 || start.saturating_add(size) > crate::limits::MAX_PAGE {
         return Err(ApiError::bad_request(format!("start + size: 1 to {}", crate::limits::MAX_PAGE)));
     }
-    let (workflow, states) = parse_query(q.query.as_deref().unwrap_or(""))?;
+    let (workflow, states, correlation_id) = parse_query(q.query.as_deref().unwrap_or(""))?;
     // One state per listing: a status that is two shiftboss states is read as two listings.
     let mut hits = Vec::new();
     for st in states.unwrap_or(&[]).iter().map(|s| Some(*s)).chain(states.is_none().then_some(None)) {
-        let filter = TaskFilter { state: st, workflow: workflow.clone(), ..TaskFilter::default() };
+        let filter = TaskFilter {
+            state: st,
+            workflow: workflow.clone(),
+            correlation_id: correlation_id.clone(),
+            ..TaskFilter::default()
+        };
         let p = ListTasks { filter, include_archived: false, before: None, limit: start + size + 1 };
         hits.extend(state.store().list_tasks(p).await?);
     }
@@ -351,9 +357,12 @@ pub async fn search(
     Ok(Json(SearchResult { total_hits: total, results }))
 }
 
-/// Reads `workflowType = X AND status = Y` (values optionally quoted).
-fn parse_query(q: &str) -> Result<(Option<String>, Option<&'static [TaskState]>), ApiError> {
-    let (mut workflow, mut states) = (None, None);
+/// What a search's query asks: a workflow, states, a correlation id.
+type Query3 = (Option<String>, Option<&'static [TaskState]>, Option<String>);
+
+/// Reads `workflowType = X AND status = Y AND correlationId = Z` (values optionally quoted).
+fn parse_query(q: &str) -> Result<Query3, ApiError> {
+    let (mut workflow, mut states, mut correlation) = (None, None, None);
     for term in q.split(" AND ").map(str::trim).filter(|t| !t.is_empty()) {
         let (field, value) = term
             .split_once('=')
@@ -367,8 +376,137 @@ fn parse_query(q: &str) -> Result<(Option<String>, Option<&'static [TaskState]>)
                         .ok_or_else(|| ApiError::bad_request(format!("query: no workflow status {value:?}")))?,
                 )
             }
-            other => return Err(ApiError::bad_request(format!("query: {other:?}: only workflowType and status"))),
+            "correlationId" => correlation = Some(value),
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "query: {other:?}: only workflowType, status and correlationId"
+                )));
+            }
         }
     }
-    Ok((workflow, states))
+    Ok((workflow, states, correlation))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub struct CorrelatedParams {
+    /// Ended workflows too (default false: running and paused ones only). `true` or `false`, in
+    /// any case (conductor-python sends `True`).
+    #[param(value_type = Option<bool>)]
+    pub include_closed: Option<String>,
+    /// With their tasks (default false), as `includeClosed`.
+    #[param(value_type = Option<bool>)]
+    pub include_tasks: Option<String>,
+}
+
+impl CorrelatedParams {
+    fn flag(v: &Option<String>, name: &str) -> Result<bool, ApiError> {
+        match v.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            None | Some("false") => Ok(false),
+            Some("true") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!("{name}: {other:?} is not true or false"))),
+        }
+    }
+}
+
+/// The most workflows one correlation id answers, newest first.
+const CORRELATED_MAX: u32 = 1000;
+
+/// The live workflows of this name with this correlation id, newest first.
+async fn correlated_of(
+    state: &AppState,
+    name: &str,
+    correlation_id: &str,
+    q: &CorrelatedParams,
+) -> Result<Vec<Workflow>, ApiError> {
+    let filter = TaskFilter {
+        workflow: Some(name.to_owned()),
+        correlation_id: Some(correlation_id.to_owned()),
+        ..TaskFilter::default()
+    };
+    let p = ListTasks { filter, include_archived: false, before: None, limit: CORRELATED_MAX };
+    let closed = CorrelatedParams::flag(&q.include_closed, "includeClosed")?;
+    let with_tasks = CorrelatedParams::flag(&q.include_tasks, "includeTasks")?;
+    let mut out = Vec::new();
+    for t in state.store().list_tasks(p).await?.into_iter().filter(|t| closed || !t.state.is_terminal()) {
+        if with_tasks {
+            if let Some((d, _)) = crate::routes::tasks::detail(state, t.id).await? {
+                let def = state.store().get_workflow(&t.workflow, Some(t.workflow_version)).await.ok().flatten();
+                out.push(Workflow::new(&d.task, Some(&d.steps[..]), &d.steps, def.as_ref()));
+            }
+        } else {
+            out.push(Workflow::new(&t, None, &[], None));
+        }
+    }
+    Ok(out)
+}
+
+/// The workflows of a name started with a correlation id, newest first (at most 1,000).
+#[utoipa::path(get, path = "/api/workflow/{name}/correlated/{correlationId}", tag = "conductor",
+    params(("name" = String, Path), ("correlationId" = String, Path), CorrelatedParams),
+    security(("token" = ["read"])),
+    responses((status = 200, body = Vec<Workflow>), (status = 400, body = Problem)))]
+pub async fn correlated(
+    State(state): State<AppState>,
+    Path((name, correlation_id)): Path<(String, String)>,
+    Query(q): Query<CorrelatedParams>,
+) -> Result<Json<Vec<Workflow>>, ApiError> {
+    Ok(Json(correlated_of(&state, &name, &correlation_id, &q).await?))
+}
+
+/// Conductor's CorrelationIdsSearchRequest.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CorrelationIdsSearchRequest {
+    pub correlation_ids: Vec<String>,
+    pub workflow_names: Vec<String>,
+}
+
+/// For each correlation id, the workflows of every name listed that carry it (at most 100 ids
+/// times names).
+#[utoipa::path(post, path = "/api/workflow/correlated/batch", tag = "conductor", params(CorrelatedParams),
+    request_body = CorrelationIdsSearchRequest, security(("token" = ["read"])),
+    responses((status = 200, body = BTreeMap<String, Vec<Workflow>>), (status = 400, body = Problem),
+        (status = 422, body = Problem)))]
+pub async fn correlated_batch(
+    State(state): State<AppState>,
+    Query(q): Query<CorrelatedParams>,
+    Json(r): Json<CorrelationIdsSearchRequest>,
+) -> Result<Json<BTreeMap<String, Vec<Workflow>>>, ApiError> {
+    if r.correlation_ids.len().saturating_mul(r.workflow_names.len()) > 100 {
+        return Err(ApiError::invalid("at most 100 correlation ids times workflow names at once"));
+    }
+    let mut out: BTreeMap<String, Vec<Workflow>> = BTreeMap::new();
+    for id in &r.correlation_ids {
+        let mut found = Vec::new();
+        for name in &r.workflow_names {
+            found.extend(correlated_of(&state, name, id, &q).await?);
+        }
+        out.insert(id.clone(), found);
+    }
+    Ok(Json(out))
+}
+
+/// The workflows of a name for each correlation id listed (at most 100 ids).
+#[utoipa::path(post, path = "/api/workflow/{name}/correlated", tag = "conductor",
+    params(("name" = String, Path), CorrelatedParams), request_body(content = Vec<String>, description = "Correlation ids"),
+    security(("token" = ["read"])),
+    responses((status = 200, body = BTreeMap<String, Vec<Workflow>>), (status = 400, body = Problem),
+        (status = 422, body = Problem)))]
+pub async fn correlated_many(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<CorrelatedParams>,
+    Json(ids): Json<Vec<String>>,
+) -> Result<Json<BTreeMap<String, Vec<Workflow>>>, ApiError> {
+    if ids.len() > 100 {
+        return Err(ApiError::invalid(format!("at most 100 correlation ids at once; {} given", ids.len())));
+    }
+    let mut out = BTreeMap::new();
+    for id in ids {
+        let found = correlated_of(&state, &name, &id, &q).await?;
+        out.insert(id, found);
+    }
+    Ok(Json(out))
 }
