@@ -54,6 +54,11 @@ impl Importer {
                     return Err(err(path, "`${` has no closing `}`"));
                 };
                 let inner = &rest[2..len];
+                if inner.trim() == "CPEWF_TASK_ID" {
+                    out.push_str(&self.own_id(loops, path)?);
+                    done = dollar + len + 1;
+                    continue;
+                }
                 let (root, segs) = parse_ref(inner).map_err(|e| err(path, e))?;
                 out.push_str("${");
                 out.push_str(&self.resolve(&root, &segs, loops, path)?);
@@ -66,6 +71,21 @@ impl Importer {
         }
         out.push_str(&s[done..]);
         Ok(out)
+    }
+
+    /// `${CPEWF_TASK_ID}`, the task's own id: the workflow's id and the task's reference name (and
+    /// in a loop, each enclosing loop's pass), as text. The same for every attempt of the step,
+    /// it names the step, where Conductor's names one attempt; it is not the `taskId` a poll
+    /// hands out, which is not known when the input is made.
+    fn own_id(&self, loops: &[String], path: &str) -> Result<String, DefinitionError> {
+        let Some(name) = &self.current else {
+            return Err(err(path, "`${CPEWF_TASK_ID}` is a task's own id: use it in a task's input"));
+        };
+        let mut id = format!("${{task.id}}-{name}");
+        for l in loops {
+            id.push_str(&format!("#${{{l}.output.iteration}}"));
+        }
+        Ok(id)
     }
 
     /// A Conductor reference `root.segs`, read at a place inside `loops`, as our expression text.
@@ -88,15 +108,12 @@ impl Importer {
                 [Seg::Name(f)] if f == "workflowId" => Ok("task.id".into()),
                 [Seg::Name(f)] if f == "workflowType" => Ok("task.workflow".into()),
                 [Seg::Name(f)] if f == "version" => Ok("task.version".into()),
-                [Seg::Name(f), ..] if f == "correlationId" => Err(err(
-                    path,
-                    format!("`${{{}}}` has no shiftboss equivalent (the caller's key is `${{task.key}}`)", shown()),
-                )),
+                [Seg::Name(f)] if f == "correlationId" => Ok("task.correlation_id".into()),
                 _ => Err(err(
                     path,
                     format!(
                         "`${{{}}}` has no shiftboss equivalent: workflow.input, workflow.variables, \
-                         workflow.workflowId, workflow.workflowType and workflow.version map",
+                         workflow.workflowId, workflow.workflowType, workflow.version and workflow.correlationId map",
                         shown()
                     ),
                 )),

@@ -46,6 +46,8 @@ pub(super) struct Importer {
     pub(super) dynamic_joins: HashMap<String, String>,
     /// The definitions given inline in SUB_WORKFLOW tasks (theirs first).
     pub(super) sub_workflows: Vec<WorkflowDef>,
+    /// The reference name of the task being mapped: `${CPEWF_TASK_ID}` names it.
+    pub(super) current: Option<String>,
 }
 
 /// The most definitions one document may give inline: each is a workflow to register.
@@ -101,6 +103,7 @@ impl Importer {
             before: Vec::new(),
             dynamic_joins: HashMap::new(),
             sub_workflows: Vec::new(),
+            current: None,
         };
         for (n, d) in defs.into_iter().enumerate() {
             let path = format!("taskDefs[{n}]");

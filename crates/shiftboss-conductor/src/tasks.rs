@@ -104,7 +104,28 @@ impl Importer {
         let name = opt_str(t, "taskReferenceName", at)?.unwrap_or_default().to_owned();
         self.places.push((ours.to_owned(), at.to_owned()));
         self.by_name.insert(name.clone(), at.to_owned());
-        let mut step = match ty {
+        // Nested tasks set their own and give this one back.
+        let outer = self.current.replace(name.clone());
+        let step = self.task_of(t, ty, at, ours, loops, &name);
+        self.current = outer;
+        let mut step = step?;
+        step.name = name;
+        self.flags(&mut step, t, ty, at)?;
+        Ok(step)
+    }
+
+    /// The step a task of this type maps to (named by the caller).
+    fn task_of(
+        &mut self,
+        t: &Map<String, Value>,
+        ty: Type,
+        at: &str,
+        ours: &str,
+        loops: &[String],
+        name: &str,
+    ) -> Result<StepDef, DefinitionError> {
+        let name = name.to_owned();
+        Ok(match ty {
             Type::Simple => self.simple(t, at, loops)?,
             Type::Http => self.http(t, at, loops)?,
             Type::Switch => self.switch(t, &name, at, ours, loops)?,
@@ -125,10 +146,7 @@ impl Importer {
             Type::ForkDynamic => self.fork_dynamic(t, &name, at, loops)?,
             Type::Event => self.event(t, at, loops)?,
             Type::Join => unreachable!("a JOIN is handled with its FORK_JOIN"),
-        };
-        step.name = name;
-        self.flags(&mut step, t, ty, at)?;
-        Ok(step)
+        })
     }
 
     /// `optional`, `permissive` and `startDelay`, on the steps that can take them.

@@ -539,10 +539,10 @@ fn loop_conditions_in_the_common_forms_translate() {
 #[test]
 fn expressions_that_do_not_map_are_refused_with_their_field() {
     let (path, problem) = refused("order_fulfillment.json", |v| {
-        wf(v)["tasks"][0]["inputParameters"]["requestedBy"] = json!("${workflow.correlationId}")
+        wf(v)["tasks"][0]["inputParameters"]["requestedBy"] = json!("${workflow.ownerApp}")
     });
     assert_eq!(path, "tasks[0].inputParameters.requestedBy");
-    assert!(problem.contains("task.key"), "hints at the key: {problem}");
+    assert!(problem.contains("workflow.correlationId map"), "names what maps: {problem}");
     let (path, _) = refused("order_fulfillment.json", |v| {
         wf(v)["tasks"][1]["inputParameters"]["nested"] = json!({"list": ["${workflow.status}"]})
     });
@@ -590,10 +590,20 @@ fn workflow_and_task_features_without_an_equivalent_are_refused() {
     assert_eq!(path, "failureWorkflow", "a failure workflow's name must be a name");
     let (path, _) = refused("order_fulfillment.json", |v| wf(v)["tasks"][0]["startDelay"] = json!(400 * 86_400));
     assert_eq!(path, "tasks[0].startDelay", "longer than the longest wait");
-    let (path, problem) =
-        refused("order_fulfillment.json", |v| wf(v)["tasks"][0]["inputParameters"]["id"] = json!("${CPEWF_TASK_ID}"));
-    assert_eq!(path, "tasks[0].inputParameters.id");
-    assert!(problem.contains("Idempotency-Key"), "says what to use instead: {problem}");
+    // A task's own id: the workflow's and the task's reference name; in a loop, with its pass.
+    let mut doc: Value = serde_json::from_str(&read("order_fulfillment.json")).unwrap();
+    wf(&mut doc)["tasks"][0]["inputParameters"]["id"] = json!("${CPEWF_TASK_ID}");
+    let i = from_conductor(&doc.to_string()).unwrap();
+    assert_eq!(step(&i.workflow, "validate").input.as_ref().unwrap()["id"], json!("${task.id}-validate"));
+    let mut doc: Value = serde_json::from_str(&read("monthly_report.json")).unwrap();
+    doc["tasks"][1]["loopOver"][1]["inputParameters"]["id"] = json!("run ${CPEWF_TASK_ID}");
+    let i = from_conductor(&doc.to_string()).unwrap();
+    let inner = doc["tasks"][1]["loopOver"][1]["taskReferenceName"].as_str().unwrap().to_owned();
+    let loop_name = doc["tasks"][1]["taskReferenceName"].as_str().unwrap().to_owned();
+    assert_eq!(
+        step(&i.workflow, &inner).input.as_ref().unwrap()["id"],
+        json!(format!("run ${{task.id}}-{inner}#${{{loop_name}.output.iteration}}"))
+    );
     let (path, _) = refused("order_fulfillment.json", |v| wf(v)["variables"] = json!([1]));
     assert_eq!(path, "variables");
     let (path, _) = refused("order_fulfillment.json", |v| wf(v)["tasks"][1]["taskReferenceName"] = json!("charge it"));

@@ -116,7 +116,14 @@ pub async fn record_set(
             continue;
         }
         let def = t.definition(&task.workflow, task.version).await?;
-        let view = TaskView { id: task_id.0, key: &task.key, state: task.state, input: &task.input, now: t.now };
+        let view = TaskView {
+            id: task_id.0,
+            key: &task.key,
+            state: task.state,
+            input: &task.input,
+            now: t.now,
+            correlation_id: task.correlation_id.as_deref(),
+        };
         let decision = decide(&def, &view, steps);
         if !decision.actions.is_empty() {
             advance.push((i, *task_id));

@@ -164,6 +164,7 @@ async fn a_sub_workflow_named_and_versioned_by_the_input_runs_and_a_task_def_s_i
     assert_eq!(d.task.state, TaskState::Completed, "{:#?}", d.steps);
     assert_eq!(d.task.output, Some(json!({"report": "R-2026-10-pdf", "delivered": true})));
     assert_eq!(h.input_of("write"), json!({"order": "R-2026-10-pdf"}), "the child the input named ran");
+    assert_eq!(h.input_of("build")["requestId"], json!(format!("{}-build", d.task.id)), "${{CPEWF_TASK_ID}}");
     let d = h.run("r-2", json!({"month": "2026-11", "channel": "no_such_flow"})).await;
     assert_eq!(d.task.state, TaskState::Failed, "a workflow that is not registered fails the step");
     assert!(step(&d, "deliver").last_error.as_deref().unwrap_or("").contains("not registered"), "{:#?}", d.steps);

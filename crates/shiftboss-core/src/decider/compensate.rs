@@ -12,7 +12,14 @@ use std::cmp::Reverse;
 pub fn needs_compensation(def: &crate::workflow::WorkflowDef, steps: &[super::StepView]) -> bool {
     let now = crate::time::Timestamp(0);
     let input = serde_json::Value::Null;
-    let task = super::TaskView { id: 0, key: "", state: crate::state::TaskState::Compensating, input: &input, now };
+    let task = super::TaskView {
+        id: 0,
+        key: "",
+        state: crate::state::TaskState::Compensating,
+        input: &input,
+        now,
+        correlation_id: None,
+    };
     Working::new(def, &task, steps).has_compensations()
 }
 

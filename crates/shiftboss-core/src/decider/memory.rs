@@ -54,7 +54,14 @@ impl MemoryTask {
 
     /// Runs the decider once and writes what it decides.
     pub fn decide(&mut self) -> Result<TaskMove, MemoryError> {
-        let task = TaskView { id: 1, key: "memory", state: self.state, input: &self.input, now: self.now };
+        let task = TaskView {
+            id: 1,
+            key: "memory",
+            state: self.state,
+            input: &self.input,
+            now: self.now,
+            correlation_id: None,
+        };
         let d = decide(&self.def, &task, &self.rows);
         let started = self.children.len();
         for action in d.actions {

@@ -37,6 +37,8 @@ pub struct TaskView<'a> {
     pub input: &'a Value,
     /// The store's clock, for waits.
     pub now: Timestamp,
+    /// The caller's correlation id, if any (`${task.correlation_id}`, null when none).
+    pub correlation_id: Option<&'a str>,
 }
 
 /// What the decider sees of one existing step row.

@@ -62,6 +62,7 @@ impl Scope for StepScope<'_> {
                 "input": self.input,
                 "id": t.id,
                 "key": t.key,
+                "correlation_id": t.correlation_id,
                 "workflow": self.def.name,
                 "version": self.def.version,
                 "variables": variables(self.def, self.steps),

@@ -112,6 +112,7 @@ fn an_agent_chosen_at_run_time_is_the_expression_s_value_and_must_be_a_name() {
         state: crate::state::TaskState::Running,
         input,
         now: Timestamp(0),
+        correlation_id: None,
     };
     static GOOD: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| json!({"carrier": "fedex"}));
     let d = decide(&def, &view(&GOOD), &[]);

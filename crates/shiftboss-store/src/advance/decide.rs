@@ -97,7 +97,14 @@ async fn decide_and_write<T: WriteTx>(
     rows: &[StepView],
     actor: &str,
 ) -> Result<(), StoreError> {
-    let view = TaskView { id: task_id.0, key: &task.key, state: task.state, input: &task.input, now: t.now() };
+    let view = TaskView {
+        id: task_id.0,
+        key: &task.key,
+        state: task.state,
+        input: &task.input,
+        now: t.now(),
+        correlation_id: task.correlation_id.as_deref(),
+    };
     let decision = decide(def, &view, rows);
     for action in decision.actions {
         let scheduled = apply(t, agenda, task_id, task, def, action, actor).await?;
