@@ -67,6 +67,18 @@ async fn send(
     (status, String::from_utf8_lossy(&bytes).into_owned(), headers)
 }
 
+/// A new API token of this name with the read and operate scopes; its secret.
+async fn operator_token(store: &dyn Store, name: &str) -> String {
+    let secret = mint_secret();
+    let t = NewApiToken {
+        name: name.into(),
+        scopes: Scopes::of([Scope::Read, Scope::Operate]),
+        secret_hash: hash_secret(&secret),
+    };
+    store.create_api_token(t).await.unwrap();
+    secret
+}
+
 fn csrf_in(html: &str) -> String {
     let at = html.find(r#"name="csrf" value=""#).expect("a CSRF field") + r#"name="csrf" value=""#.len();
     html[at..].split('"').next().unwrap().to_owned()
@@ -89,13 +101,7 @@ async fn sign_in_see_why_a_task_failed_and_resubmit_it() {
         {"name": "hold", "kind": "wait", "signal": "approve"}]});
     engine.register_workflow(&WorkflowDef::from_json(&def.to_string()).unwrap()).await.unwrap();
     let (router, _) = app(engine.clone(), ApiConfig::default()).unwrap();
-    let secret = mint_secret();
-    let t = NewApiToken {
-        name: "ann".into(),
-        scopes: Scopes::of([Scope::Read, Scope::Operate]),
-        secret_hash: hash_secret(&secret),
-    };
-    store.create_api_token(t).await.unwrap();
+    let secret = operator_token(store.as_ref(), "ann").await;
 
     // No session: every page sends to the login page; a wrong token does not sign in.
     for page in ["/", "/console/tasks", "/console/tasks/1"] {
@@ -253,13 +259,7 @@ async fn timelines_charts_jobs_and_a_rerun_from_a_step() {
     let def = json!({"name": "two", "steps": [{"name": "charge", "agent": "pay"}, {"name": "refund", "agent": "pay"}]});
     engine.register_workflow(&WorkflowDef::from_json(&def.to_string()).unwrap()).await.unwrap();
     let (router, _) = app(engine.clone(), ApiConfig::default()).unwrap();
-    let secret = mint_secret();
-    let t = NewApiToken {
-        name: "bo".into(),
-        scopes: Scopes::of([Scope::Read, Scope::Operate]),
-        secret_hash: hash_secret(&secret),
-    };
-    store.create_api_token(t).await.unwrap();
+    let secret = operator_token(store.as_ref(), "bo").await;
     let (_, _, h) = send(&router, Method::POST, "/console/login", None, Some(format!("token={secret}"))).await;
     let cookie = h[header::SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_owned();
 

@@ -37,6 +37,16 @@ fn workflow(name: &str, uri: &str) -> String {
     .to_string()
 }
 
+/// An engine with the agent `http` that imported HTTP tasks name, with the deployment's guard
+/// (loopback opened for the tests' servers).
+fn http_engine(store: &Arc<dyn Store>) -> Engine {
+    Engine::builder(store.clone(), InstanceId::new("e1").unwrap())
+        .agent("http", HttpAgent::new(crate::client(&["127.0.0.1"])))
+        .config(engine_config())
+        .build()
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conductors_http_task_runs_through_the_http_agent_with_conductors_output() {
     let app = Router::new().route(
@@ -58,13 +68,7 @@ async fn conductors_http_task_runs_through_the_http_agent_with_conductors_output
 
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("s.db"), &OpenOptions::default()).unwrap());
-    // The agent `http` that imported HTTP tasks name, with the deployment's guard (loopback opened
-    // for this test's server).
-    let engine = Engine::builder(store.clone(), InstanceId::new("e1").unwrap())
-        .agent("http", HttpAgent::new(crate::client(&["127.0.0.1"])))
-        .config(engine_config())
-        .build()
-        .unwrap();
+    let engine = http_engine(&store);
     engine.register_workflow(&ok.workflow).await.unwrap();
     engine.register_workflow(&guarded.workflow).await.unwrap();
     let running = engine.start();
@@ -126,11 +130,7 @@ async fn an_http_tasks_uri_method_and_headers_may_come_from_the_workflows_input(
     assert!(step.config.get("url").is_none(), "the url is made at run time: {:?}", step.config);
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("s.db"), &OpenOptions::default()).unwrap());
-    let engine = Engine::builder(store.clone(), InstanceId::new("e1").unwrap())
-        .agent("http", HttpAgent::new(crate::client(&["127.0.0.1"])))
-        .config(engine_config())
-        .build()
-        .unwrap();
+    let engine = http_engine(&store);
     engine.register_workflow(&imported.workflow).await.unwrap();
     let running = engine.start();
 

@@ -51,25 +51,21 @@ impl JobParams {
         self.given().iter().map(|(k, v)| format!("{k}={}", urlencode(v))).collect::<Vec<_>>().join("&")
     }
 
-    /// The store's search; a value that does not parse is a message for the page.
+    /// The store's search, parsed as the API's job search parses it; a value that does not
+    /// parse is a message for the page.
     fn query(&self) -> Result<JobQuery, String> {
         let text = |v: &Option<String>| v.clone().filter(|v| !v.trim().is_empty());
-        let state = match text(&self.state) {
-            None => None,
-            Some(s) => Some(s.parse::<JobState>().map_err(|e| format!("state: {e}"))?),
-        };
-        let time = |what: &str, v: &Option<String>| {
-            text(v).map(|t| crate::routes::jobs::parse_time(&t).map_err(|e| format!("{what}: {e}"))).transpose()
-        };
-        Ok(JobQuery {
-            place: if self.history.as_deref() == Some("on") { JobPlace::History } else { JobPlace::Live },
+        let f = crate::routes::jobs::JobFilter {
+            history: self.history.as_deref() == Some("on"),
             handler: text(&self.handler),
-            state,
-            from: time("from", &self.from)?,
-            to: time("to", &self.to)?,
+            state: text(&self.state),
+            from: text(&self.from),
+            to: text(&self.to),
             reason: text(&self.error),
-            ..JobQuery::default()
-        })
+            before: None,
+            limit: None,
+        };
+        f.query().map_err(|e| e.detail)
     }
 }
 
@@ -91,7 +87,7 @@ fn form(b: &mut String, q: &JobParams, state: &AppState) {
 <label>Handler<input name="handler" list="handlers" value="{}"></label><datalist id="handlers">{handlers}</datalist>
 <label>State<select name="state">{options}</select></label>
 <label>Last error contains<input name="error" value="{}"></label>
-<label>Enqueued from<input name="from" value="{}" placeholder="2026-01-31T12:00:00Z"></label>
+<label>Last change from<input name="from" value="{}" placeholder="2026-01-31T12:00:00Z"></label>
 <label>to<input name="to" value="{}"></label>
 <label><input type="checkbox" name="history"{}> archived</label><button>Search</button></form>"#,
         v(&q.handler),

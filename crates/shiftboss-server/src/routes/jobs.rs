@@ -162,28 +162,29 @@ async fn enqueue_batch(
 pub struct JobFilter {
     /// Search history (archived jobs) instead of the live tables.
     #[serde(default)]
-    history: bool,
+    pub(crate) history: bool,
     /// Only jobs of this handler.
-    handler: Option<String>,
+    pub(crate) handler: Option<String>,
     /// pending, running, succeeded, given_up or cancelled.
-    state: Option<String>,
+    pub(crate) state: Option<String>,
     /// Last changed at or after this time (RFC 3339).
-    from: Option<String>,
+    pub(crate) from: Option<String>,
     /// Last changed before this time (RFC 3339).
-    to: Option<String>,
+    pub(crate) to: Option<String>,
     /// The last failure's reason contains this text.
-    reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The cursor from the previous page's `next`.
     #[serde(default)]
-    before: Option<String>,
+    pub(crate) before: Option<String>,
     /// At most this many (1 to 1000, default 50).
     #[serde(default)]
     #[param(minimum = 1, maximum = 1000)]
-    limit: Option<u32>,
+    pub(crate) limit: Option<u32>,
 }
 
 impl JobFilter {
-    fn query(self) -> Result<JobQuery, ApiError> {
+    /// The store's search, each value parsed (the console's jobs page searches through it too).
+    pub(crate) fn query(self) -> Result<JobQuery, ApiError> {
         let state = match self.state.as_deref() {
             None => None,
             Some(s) => Some(s.parse::<JobState>().map_err(|e| ApiError::bad_request(format!("state: {e}")))?),
