@@ -5,8 +5,10 @@ Run by crates/shiftboss/tests/conductor_sdk.rs against a real `shiftboss serve` 
 agent types `greet`, `shout` and `slow` remote. The SDK is used as a team on Conductor uses it,
 unchanged: a key and secret traded at POST /api/token, the metadata client registering task and
 workflow definitions, the workflow client starting (and starting and waiting), reading,
-searching and terminating workflows, the bulk client pausing and terminating several, the worker runner (TaskHandler) completing tasks, and the task client for a stale
-update, which must be refused and change nothing.
+searching, terminating and removing workflows, the bulk client pausing and terminating several,
+the worker runner (TaskHandler) completing tasks, and the task client for a lease extension with
+progress and log lines, the task's log, and a stale update, which must be refused and change
+nothing.
 
 Environment: CONDUCTOR_SERVER_URL (the serve's base URL + /api), SHIFTBOSS_KEY_ID and
 SHIFTBOSS_KEY_SECRET (an API token's name and secret). Exits 0 when every check held; prints
@@ -110,12 +112,33 @@ def stale_update_refused(workflows, tasks):
         check(False, "the stale update is refused")
     except ApiException as e:
         check(e.status == 409, f"the stale update is refused with 409 (got {e.status})")
+    # A lease extension that says how far it got, with a log line: the workflow lists the task's
+    # outputData as that progress while it runs.
+    beat = TaskResult(task_id=second.task_id, workflow_instance_id=wf, worker_id="stale-2", status="IN_PROGRESS",
+                      extend_lease=True, output_data={"done": 1, "of": 2})
+    beat.log("halfway through")
+    tasks.update_task(beat)
+    running = workflows.get_workflow(wf, include_tasks=True).tasks[0]
+    check(running.status == "IN_PROGRESS" and running.output_data == {"done": 1, "of": 2},
+          f"the task's progress reads back while it runs: {running.output_data}")
+    tasks.add_task_log(second.task_id, "a line on its own")
     now = TaskResult(task_id=second.task_id, workflow_instance_id=wf, worker_id="stale-2",
                      status="COMPLETED", output_data={"who": "current"})
+    now.log("finished")
     check(tasks.update_task(now) == second.task_id, "the current claim's update is accepted")
+    lines = [l.log for l in tasks.get_task_logs(second.task_id)]
+    check(lines == ["halfway through", "a line on its own", "finished"], f"the task's log lines, in order: {lines}")
     done = wait_for("the slow workflow completes",
                     lambda: (w := workflows.get_workflow(wf, include_tasks=True)).status == "COMPLETED" and w)
     check(done.output == {"who": "current"}, f"the workflow's output is the current claim's: {done.output}")
+    # Removed to history at once (still read back), then gone from the live tables.
+    workflows.delete_workflow(wf, archive_workflow=True)
+    check(workflows.get_workflow(wf, include_tasks=False).status == "COMPLETED", "a removed workflow still reads")
+    try:
+        workflows.delete_workflow(wf)
+        check(False, "removing it again finds nothing live")
+    except ApiException as e:
+        check(e.status == 404, f"removing it again is 404 (got {e.status})")
     # Heartbeat for a claim that ended: refused too.
     try:
         tasks.update_task(TaskResult(task_id=second.task_id, workflow_instance_id=wf, status="IN_PROGRESS",

@@ -85,6 +85,9 @@ pub struct StepRecord {
     pub input: serde_json::Value,
     /// The agent's result once processed, or what a control step records (a switch's case, a loop's pass).
     pub output: Option<serde_json::Value>,
+    /// What the worker holding it last said of its progress (a heartbeat's report); cleared by
+    /// the next claim.
+    pub progress: Option<serde_json::Value>,
     /// Sent to the remote service on every attempt, so that it can drop duplicates (P4).
     pub idempotency_key: String,
     /// The complete-by window of one claim: the holder must reply within it.

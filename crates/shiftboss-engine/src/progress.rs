@@ -67,10 +67,21 @@ impl Progress {
     /// Reports progress; returns the new complete-by. A `Conflict` means the claim was lost (it
     /// lapsed, or the task was cancelled): the agent should stop, its reply will be refused.
     pub async fn report(&self) -> Result<Timestamp, StoreError> {
+        self.send(None).await
+    }
+
+    /// Reports progress with what the agent says of its work so far (JSON, such as
+    /// `{"copied": 3400, "of": 10000}`): kept on the step, shown by the API and the console,
+    /// until the next claim. Otherwise as [`Progress::report`].
+    pub async fn report_with(&self, progress: serde_json::Value) -> Result<Timestamp, StoreError> {
+        self.send(Some(progress)).await
+    }
+
+    async fn send(&self, progress: Option<serde_json::Value>) -> Result<Timestamp, StoreError> {
         let Some(r) = &self.reporter else {
             return Err(StoreError::Conflict("this call has no claim to report progress on".into()));
         };
-        let at = r.store.extend_lease(ExtendLease { step_id: r.step_id, lease_token: r.lease_token }).await?;
+        let at = r.store.extend_lease(ExtendLease { step_id: r.step_id, lease_token: r.lease_token, progress }).await?;
         // Measured from before the claim was sent, so this side never outlives the store's complete-by.
         r.deadline.send_replace(r.claim_started + at.since(r.claimed_at));
         Ok(at)

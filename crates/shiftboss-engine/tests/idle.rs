@@ -150,6 +150,11 @@ impl Store for Counting {
         self.inner.archive(p).await
     }
 
+    async fn archive_task(&self, p: ArchiveTask) -> Result<ArchiveReport> {
+        self.count("archive_task");
+        self.inner.archive_task(p).await
+    }
+
     async fn list_workflows(&self) -> Result<Vec<WorkflowSummary>> {
         self.count("list_workflows");
         self.inner.list_workflows().await
@@ -268,6 +273,36 @@ impl Store for Counting {
     async fn advance_cursor(&self, name: &str, to: i64) -> Result<()> {
         self.count("advance_cursor");
         self.inner.advance_cursor(name, to).await
+    }
+
+    async fn put_documents(&self, kind: DocumentKind, docs: Vec<(String, serde_json::Value)>) -> Result<()> {
+        self.count("put_documents");
+        self.inner.put_documents(kind, docs).await
+    }
+
+    async fn list_documents(&self, kind: DocumentKind) -> Result<Vec<(String, serde_json::Value)>> {
+        self.count("list_documents");
+        self.inner.list_documents(kind).await
+    }
+
+    async fn get_document(&self, kind: DocumentKind, name: &str) -> Result<Option<serde_json::Value>> {
+        self.count("get_document");
+        self.inner.get_document(kind, name).await
+    }
+
+    async fn delete_document(&self, kind: DocumentKind, name: &str) -> Result<bool> {
+        self.count("delete_document");
+        self.inner.delete_document(kind, name).await
+    }
+
+    async fn append_step_logs(&self, p: StepLogs) -> Result<()> {
+        self.count("append_step_logs");
+        self.inner.append_step_logs(p).await
+    }
+
+    async fn step_logs(&self, step: shiftboss_core::StepId) -> Result<Vec<EventRecord>> {
+        self.count("step_logs");
+        self.inner.step_logs(step).await
     }
 
     async fn create_subscription(&self, p: NewSubscription) -> Result<SubscriptionRecord> {

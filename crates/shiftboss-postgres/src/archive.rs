@@ -256,3 +256,33 @@ pub async fn restore_tree(t: &Tx<'_>, root: TaskId, actor: &str) -> Result<bool,
     t.event(root, None, ev::TASK_RESTORED, EventLevel::Info, actor, json!({})).await?;
     Ok(true)
 }
+
+/// One finished top-level task and its children to history, at an operator's word. The task's
+/// row lock first, as the archiver takes it: a decider run on it is waited for, not raced.
+pub async fn archive_task(t: &Tx<'_>, p: &shiftboss_store::ArchiveTask) -> Result<ArchiveReport, StoreError> {
+    let id = p.task_id;
+    let row = t.query_opt("SELECT state, parent_task_id FROM tasks WHERE id = $1 FOR UPDATE", &[&id.0]).await?;
+    let row = row.ok_or_else(|| StoreError::NotFound { what: "task", id: id.to_string() })?;
+    let (state, parent): (String, Option<i64>) = (get(&row, 0)?, get(&row, 1)?);
+    if let Some(parent) = parent {
+        return Err(StoreError::Conflict(format!("task {id} is a child of task {parent}: it moves with its parent")));
+    }
+    if matches!(state.as_str(), "running" | "paused" | "compensating") {
+        return Err(StoreError::Conflict(format!("task {id} is {state}: only a finished task moves to history")));
+    }
+    let ids = ended_trees(t, &[id.0]).await?;
+    if ids.is_empty() {
+        return Err(StoreError::Conflict(format!("task {id} has a child that still runs")));
+    }
+    t.execute(
+        "INSERT INTO events (task_id, step_id, at, kind, level, actor, detail)
+         SELECT id, NULL, $2, $3, 'info', $4, '{}'
+           FROM unnest($1::bigint[]) WITH ORDINALITY AS a(id, n)
+          ORDER BY n",
+        &[&ids, &t.now.0, &ev::TASK_ARCHIVED, &p.actor],
+    )
+    .await?;
+    let (tasks, steps, events) = move_rows(t, &ids, true).await?;
+    rest_channels(t, &ids, &[]).await?;
+    Ok(ArchiveReport { tasks, steps, events, ..ArchiveReport::default() })
+}

@@ -70,7 +70,8 @@ WITH clock AS MATERIALIZED (
 ), claimed AS (
     UPDATE steps s SET state = 'processing', locked_by = $1,
            complete_by = least(c.now + least(s.timeout_ms, coalesce(s.response_timeout_ms, s.timeout_ms)), s.deadline_at),
-           claimed_at = c.now, lease_token = s.lease_token + 1 + floor(random() * 2147483648)::bigint, attempts = s.attempts + 1, updated_at = c.now
+           claimed_at = c.now, lease_token = s.lease_token + 1 + floor(random() * 2147483648)::bigint, attempts = s.attempts + 1, updated_at = c.now,
+           progress = NULL
       FROM clock c
      WHERE s.id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING s.id, s.task_id, s.name, s.agent, s.lease_token, s.complete_by, s.attempts, s.input, s.config,
@@ -226,9 +227,10 @@ pub async fn extend_lease(t: &Tx<'_>, p: &ExtendLease) -> Result<Timestamp, Stor
     let row = t
         .query_opt(
             "UPDATE steps SET complete_by = greatest(complete_by,
-                     least($3 + coalesce(response_timeout_ms, timeout_ms), claimed_at + timeout_ms, deadline_at)), updated_at = $3
+                     least($3 + coalesce(response_timeout_ms, timeout_ms), claimed_at + timeout_ms, deadline_at)), updated_at = $3,
+                 progress = coalesce($4, progress)
              WHERE id = $1 AND lease_token = $2 AND (state = 'processing') IS TRUE AND kind = 'agent' RETURNING complete_by",
-            &[&p.step_id.0, &p.lease_token.0, &t.now.0],
+            &[&p.step_id.0, &p.lease_token.0, &t.now.0, &p.progress.as_ref().map(|v| v.to_string())],
         )
         .await?;
     match row {

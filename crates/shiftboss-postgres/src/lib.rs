@@ -49,6 +49,7 @@ mod begin;
 mod claim;
 mod connect;
 mod cursors;
+mod documents;
 mod enqueue;
 mod error;
 mod expire;
@@ -68,6 +69,7 @@ mod replies;
 mod reply_set;
 mod rows;
 mod schedulers;
+mod step_logs;
 mod stream;
 mod submit;
 mod tokens;
@@ -549,6 +551,7 @@ impl Store for PostgresStore {
     }
 
     async fn extend_lease(&self, p: ExtendLease) -> Result<Timestamp> {
+        p.validate()?;
         self.write(async |t| claim::extend_lease(t, &p).await).await
     }
 
@@ -575,6 +578,11 @@ impl Store for PostgresStore {
 
     async fn archive(&self, p: Archive) -> Result<ArchiveReport> {
         self.write(async |t| archive::archive(t, &p).await).await
+    }
+
+    async fn archive_task(&self, p: ArchiveTask) -> Result<ArchiveReport> {
+        p.validate()?;
+        self.write(async |t| archive::archive_task(t, &p).await).await
     }
 
     async fn list_workflows(&self) -> Result<Vec<WorkflowSummary>> {
@@ -756,5 +764,31 @@ impl Store for PostgresStore {
         shiftboss_store::cursors::validate_cursor_name(name)?;
         shiftboss_store::cursors::validate_cursor_position(to)?;
         self.write(async |t| cursors::advance(t, name, to).await).await
+    }
+
+    async fn put_documents(&self, kind: DocumentKind, docs: Vec<(String, serde_json::Value)>) -> Result<()> {
+        shiftboss_store::documents::validate_documents(&docs)?;
+        self.write(async |t| documents::put(t, kind, &docs).await).await
+    }
+
+    async fn list_documents(&self, kind: DocumentKind) -> Result<Vec<(String, serde_json::Value)>> {
+        self.read(async |c| documents::list(c, kind).await).await
+    }
+
+    async fn get_document(&self, kind: DocumentKind, name: &str) -> Result<Option<serde_json::Value>> {
+        self.read(async |c| documents::get_one(c, kind, name).await).await
+    }
+
+    async fn delete_document(&self, kind: DocumentKind, name: &str) -> Result<bool> {
+        self.write(async |t| documents::delete(t, kind, name).await).await
+    }
+
+    async fn append_step_logs(&self, p: StepLogs) -> Result<()> {
+        p.validate()?;
+        self.write(async |t| step_logs::append(t, &p).await).await
+    }
+
+    async fn step_logs(&self, step: shiftboss_core::StepId) -> Result<Vec<EventRecord>> {
+        self.read(async |c| step_logs::read(c, step).await).await
     }
 }

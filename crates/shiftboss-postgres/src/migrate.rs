@@ -31,6 +31,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (16, "0016_id_epochs", include_str!("migrations/0016_id_epochs.sql")),
     (17, "0017_more_step_kinds", include_str!("migrations/0017_more_step_kinds.sql")),
     (18, "0018_deadlines_and_domains", include_str!("migrations/0018_deadlines_and_domains.sql")),
+    (19, "0019_progress_and_documents", include_str!("migrations/0019_progress_and_documents.sql")),
 ];
 
 /// The schema version this build writes and reads.

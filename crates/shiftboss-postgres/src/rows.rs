@@ -18,7 +18,7 @@ pub const TASK_COLUMN_COUNT: usize = 15;
 
 pub const STEP_COLUMNS: &str = "id, task_id, name, agent, state, locked_by, complete_by, lease_token, due_at, \
      priority, failure_count, attempts, last_error, input, output, idempotency_key, timeout_ms, config, retry, \
-     created_at, updated_at, bucket, kind, compensates";
+     created_at, updated_at, bucket, kind, compensates, progress";
 
 pub const EVENT_COLUMNS: &str = "id, task_id, step_id, at, kind, level, actor, detail";
 
@@ -108,6 +108,7 @@ pub fn step(row: &Row) -> Result<StepRecord, StoreError> {
         updated_at: Timestamp(get(row, 20)?),
         bucket: bucket(row, 21)?,
         compensates: get(row, 23)?,
+        progress: opt_json(row, 24, "steps.progress")?,
     })
 }
 

@@ -51,7 +51,6 @@ pub fn app(engine: Engine, config: ApiConfig) -> Result<(Router, utoipa::openapi
         auth: Arc::new(Authenticator::new(config.auth)),
         metrics: Arc::new(ApiMetrics::new()?),
         remote: Arc::new(routes::agents::RemoteWorkers::new(config.limits.request_time)),
-        conductor: Arc::default(),
         streams: Arc::new(tokio::sync::Semaphore::new(config.limits.streams)),
         limits: config.limits.clone(),
         charts: Arc::default(),

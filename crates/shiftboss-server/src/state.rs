@@ -14,9 +14,6 @@ pub struct AppState {
     pub metrics: Arc<ApiMetrics>,
     /// What the worker protocol's polls share (issue 17).
     pub remote: Arc<crate::routes::agents::RemoteWorkers>,
-    /// What Conductor's APIs keep in this process: task definitions, the documents workflows
-    /// were registered from.
-    pub conductor: Arc<crate::routes::conductor::Registry>,
     /// A permit per open event stream (`Limits::streams`).
     pub streams: Arc<tokio::sync::Semaphore>,
     pub limits: crate::limits::Limits,

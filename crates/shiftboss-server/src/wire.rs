@@ -101,6 +101,9 @@ pub struct Step {
     pub input: Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
+    /// What its worker last said of its progress (a heartbeat's report), until the next claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Value>,
     /// Sent to the service on every attempt, so that it can drop duplicates.
     pub idempotency_key: String,
     /// The complete-by window of one claim, in milliseconds.
@@ -128,6 +131,7 @@ impl From<StepRecord> for Step {
             last_error: s.last_error,
             input: s.input,
             output: s.output,
+            progress: s.progress,
             idempotency_key: s.idempotency_key,
             timeout_ms: u64::try_from(s.timeout.as_millis()).unwrap_or(u64::MAX),
             created_at: time(s.created_at),

@@ -304,6 +304,18 @@ async fn timelines_charts_jobs_and_a_rerun_from_a_step() {
     let d = store.get_task(stalled).await.unwrap().unwrap();
     let by = d.steps[0].complete_by.expect("it runs");
     assert!(body.contains(&format!(r#"<time data-at="{}">"#, by.0)), "{body}");
+    // Its worker's progress report and a log line, on its timeline.
+    let (step, lease_token) = (d.steps[0].id, d.steps[0].lease_token);
+    let beat = shiftboss_store::ExtendLease { step_id: step, lease_token, progress: Some(json!({"copied": 3})) };
+    store.extend_lease(beat).await.unwrap();
+    let lines = vec!["copying <3 of 10>".to_owned()];
+    store
+        .append_step_logs(shiftboss_store::StepLogs { step_id: step, actor: "worker:w9".into(), lines })
+        .await
+        .unwrap();
+    let body = send(&router, Method::GET, &format!("/console/tasks/{stalled}"), Some(&cookie), None).await.1;
+    assert!(body.contains(r#"last progress report: <code>{&quot;copied&quot;:3}</code>"#), "{body}");
+    assert!(body.contains("log from worker:w9: copying &lt;3 of 10&gt;"), "escaped, in words: {body}");
     let (_, body, _) = send(&router, Method::GET, "/", Some(&cookie), None).await;
     assert!(body.contains("Steps and errors per second (this process)"), "{body}");
     open.store(false, Ordering::SeqCst);

@@ -5,7 +5,7 @@
 use crate::error::map_err;
 use crate::expire::check_leader;
 use crate::tx::Tx;
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 use serde_json::json;
 use shiftboss_core::TaskId;
 use shiftboss_core::model::EventLevel;
@@ -230,4 +230,37 @@ pub fn restore_tree(t: &Tx<'_>, root: TaskId, actor: &str) -> Result<(), StoreEr
     .and_then(|mut st| st.execute(params![json!(ids).to_string(), ARCHIVED, t.now.0]))
     .map_err(map_err)?;
     t.event(root, None, ev::TASK_RESTORED, EventLevel::Info, actor, json!({}))
+}
+
+/// One finished top-level task and its children to history, at an operator's word.
+pub fn archive_task(t: &Tx<'_>, p: &shiftboss_store::ArchiveTask) -> Result<ArchiveReport, StoreError> {
+    let id = p.task_id;
+    let row: Option<(String, Option<i64>)> =
+        t.tx.prepare_cached("SELECT state, parent_task_id FROM tasks WHERE id = ?1")
+            .and_then(|mut st| st.query_row([id.0], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+            .map_err(map_err)?;
+    let (state, parent) = row.ok_or_else(|| StoreError::NotFound { what: "task", id: id.to_string() })?;
+    if let Some(parent) = parent {
+        return Err(StoreError::Conflict(format!("task {id} is a child of task {parent}: it moves with its parent")));
+    }
+    if matches!(state.as_str(), "running" | "paused" | "compensating") {
+        return Err(StoreError::Conflict(format!("task {id} is {state}: only a finished task moves to history")));
+    }
+    let tree = tree(t, "tasks", id)?;
+    let live: i64 =
+        t.tx.prepare_cached(
+            "SELECT count(*) FROM tasks WHERE id IN (SELECT value FROM json_each(?1))
+               AND state IN ('running', 'paused', 'compensating')",
+        )
+        .and_then(|mut st| st.query_row([json!(tree).to_string()], |r| r.get(0)))
+        .map_err(map_err)?;
+    if live > 0 {
+        return Err(StoreError::Conflict(format!("task {id} has a child that still runs")));
+    }
+    for member in &tree {
+        t.event(TaskId(*member), None, ev::TASK_ARCHIVED, EventLevel::Info, &p.actor, json!({}))?;
+    }
+    let (tasks, steps, events) = move_rows(t, &json!(tree).to_string(), true)?;
+    rest_channels(t, &tree, &[])?;
+    Ok(ArchiveReport { tasks, steps, events, ..ArchiveReport::default() })
 }

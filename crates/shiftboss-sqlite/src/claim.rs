@@ -65,7 +65,7 @@ fn claim_group(t: &Tx<'_>, p: &ClaimDueSteps, agents: &[String], limit: u32) -> 
             "UPDATE steps SET state = 'processing', locked_by = ?1,
                     complete_by = min(?2 + min(timeout_ms, coalesce(response_timeout_ms, timeout_ms)),
                                       coalesce(deadline_at, ?2 + timeout_ms)), claimed_at = ?2,
-                    lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?2
+                    lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?2, progress = NULL
              WHERE id IN (SELECT id FROM steps
                           WHERE state = 'pending' AND due_at <= ?2 AND agent IN rarray(?3)
                                 AND (?5 = 0 OR bucket IN rarray(?6))
@@ -143,10 +143,14 @@ pub fn extend_lease(t: &Tx<'_>, p: &shiftboss_store::ExtendLease) -> Result<Time
             "UPDATE steps SET complete_by = max(complete_by,
                      min(?3 + coalesce(response_timeout_ms, timeout_ms),
                          coalesce(claimed_at + timeout_ms, ?3 + timeout_ms),
-                         coalesce(deadline_at, ?3 + timeout_ms))), updated_at = ?3
+                         coalesce(deadline_at, ?3 + timeout_ms))), updated_at = ?3,
+                 progress = coalesce(?4, progress)
              WHERE id = ?1 AND lease_token = ?2 AND state = 'processing' AND kind = 'agent' RETURNING complete_by",
         )
-        .and_then(|mut st| st.query_row(params![p.step_id.0, p.lease_token.0, t.now.0], |r| r.get(0)).optional())
+        .and_then(|mut st| {
+            let progress = p.progress.as_ref().map(|v| v.to_string());
+            st.query_row(params![p.step_id.0, p.lease_token.0, t.now.0, progress], |r| r.get(0)).optional()
+        })
         .map_err(map_err)?;
     at.map(Timestamp).ok_or_else(|| {
         StoreError::Conflict(format!(

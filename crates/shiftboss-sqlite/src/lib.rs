@@ -14,6 +14,7 @@
 mod archive;
 mod claim;
 mod cursors;
+mod documents;
 mod error;
 mod expire;
 mod group;
@@ -28,6 +29,7 @@ mod reconcile;
 mod replies;
 mod rows;
 mod schedulers;
+mod step_logs;
 mod stream;
 mod submit;
 mod tokens;
@@ -288,6 +290,7 @@ impl Store for SqliteStore {
     }
 
     async fn extend_lease(&self, p: ExtendLease) -> Result<Timestamp> {
+        p.validate()?;
         self.write(move |t| claim::extend_lease(t, &p)).await
     }
 
@@ -312,6 +315,11 @@ impl Store for SqliteStore {
 
     async fn archive(&self, p: Archive) -> Result<ArchiveReport> {
         self.write(move |t| archive::archive(t, &p)).await
+    }
+
+    async fn archive_task(&self, p: ArchiveTask) -> Result<ArchiveReport> {
+        p.validate()?;
+        self.write(move |t| archive::archive_task(t, &p)).await
     }
 
     async fn list_workflows(&self) -> Result<Vec<WorkflowSummary>> {
@@ -496,6 +504,34 @@ impl Store for SqliteStore {
         shiftboss_store::cursors::validate_cursor_position(to)?;
         let name = name.to_owned();
         self.write(move |t| cursors::advance(t, &name, to)).await
+    }
+
+    async fn put_documents(&self, kind: DocumentKind, docs: Vec<(String, serde_json::Value)>) -> Result<()> {
+        shiftboss_store::documents::validate_documents(&docs)?;
+        self.write(move |t| documents::put(t, kind, &docs)).await
+    }
+
+    async fn list_documents(&self, kind: DocumentKind) -> Result<Vec<(String, serde_json::Value)>> {
+        self.read(move |c| documents::list(c, kind)).await
+    }
+
+    async fn get_document(&self, kind: DocumentKind, name: &str) -> Result<Option<serde_json::Value>> {
+        let name = name.to_owned();
+        self.read(move |c| documents::get(c, kind, &name)).await
+    }
+
+    async fn delete_document(&self, kind: DocumentKind, name: &str) -> Result<bool> {
+        let name = name.to_owned();
+        self.write(move |t| documents::delete(t, kind, &name)).await
+    }
+
+    async fn append_step_logs(&self, p: StepLogs) -> Result<()> {
+        p.validate()?;
+        self.write(move |t| step_logs::append(t, &p)).await
+    }
+
+    async fn step_logs(&self, step: shiftboss_core::StepId) -> Result<Vec<EventRecord>> {
+        self.read(move |c| step_logs::read(c, step)).await
     }
 
     /// This process's commits ring through the writer; other processes' through the file's wake.

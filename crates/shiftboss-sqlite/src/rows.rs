@@ -16,7 +16,7 @@ pub const TASK_COLUMN_COUNT: usize = 15;
 
 pub const STEP_COLUMNS: &str = "id, task_id, name, agent, state, locked_by, complete_by, lease_token, due_at, \
      priority, failure_count, attempts, last_error, input, output, idempotency_key, timeout_ms, config, retry, \
-     created_at, updated_at, bucket, kind, compensates";
+     created_at, updated_at, bucket, kind, compensates, progress";
 
 pub const EVENT_COLUMNS: &str = "id, task_id, step_id, at, kind, level, actor, detail";
 
@@ -92,6 +92,7 @@ pub fn step(row: &Row<'_>) -> rusqlite::Result<StepRecord> {
         bucket: row.get(21)?,
         kind: step_kind(row, 22)?,
         compensates: row.get(23)?,
+        progress: opt_json(row, 24, "steps.progress")?,
     })
 }
 

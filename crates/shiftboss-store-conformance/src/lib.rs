@@ -194,6 +194,7 @@ macro_rules! conformance_suite {
                 requires_a_live_leader_term,
                 the_archiver_leaves_live_work_and_recent_finishes_alone,
                 a_parent_moves_with_its_children_and_history_is_purged_after_keep,
+                an_operator_archives_one_finished_task_at_once,
             }
             paging {
                 list_tasks_by_key_prefix_and_time_ranges,
@@ -229,6 +230,11 @@ macro_rules! conformance_suite {
             }
             cursors {
                 a_cursor_is_kept_and_only_moves_forward,
+            }
+            worker_notes {
+                a_heartbeats_progress_is_kept_until_the_next_claim,
+                log_lines_are_step_events_in_order,
+                documents_are_kept_by_kind_and_name,
             }
             workers {
                 workers_are_recorded_per_agent_type_and_forgotten_when_unseen,

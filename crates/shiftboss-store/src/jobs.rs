@@ -315,6 +315,21 @@ pub struct Archive {
     pub limit: u32,
 }
 
+/// An operator moves one finished top-level task, with its sub-workflow children, steps and
+/// events, to history now (Conductor's remove), rather than waiting for the archiver.
+#[derive(Debug, Clone)]
+pub struct ArchiveTask {
+    pub task_id: TaskId,
+    /// Who asked: the `task.archived` events name them.
+    pub actor: String,
+}
+
+impl ArchiveTask {
+    pub fn validate(&self) -> Result<(), StoreError> {
+        crate::params::check_actor_and_reason(&self.actor, "")
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ArchiveReport {
     /// Tasks moved to history, children included.

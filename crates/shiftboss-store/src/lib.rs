@@ -10,6 +10,7 @@ pub mod bulk;
 pub mod clock;
 pub mod cursors;
 pub mod decided;
+pub mod documents;
 pub mod error;
 pub mod event_kind;
 pub mod fault;
@@ -19,6 +20,7 @@ pub mod listing;
 pub mod params;
 pub mod queues;
 pub mod replication;
+pub mod step_logs;
 pub mod stream;
 pub mod subscription;
 pub mod tokens;
@@ -27,12 +29,14 @@ pub mod workers;
 
 pub use bulk::{BulkCommand, BulkFailure, BulkOperate, BulkReport, MAX_BULK_FAILURES, MAX_BULK_TASKS};
 pub use clock::{Clock, ManualClock};
+pub use documents::DocumentKind;
 pub use error::StoreError;
 pub use jobs::*;
 pub use listing::*;
 pub use params::*;
 pub use queues::{AgentQueue, QueueStats};
 pub use replication::Replication;
+pub use step_logs::StepLogs;
 pub use stream::{EventCursor, EventFence, EventFilter, EventsRead, ReadEvents, StreamEvent};
 pub use subscription::{Subscription, WakeFn};
 pub use tokens::*;
@@ -43,7 +47,7 @@ use async_trait::async_trait;
 use shiftboss_core::buckets::Member;
 use shiftboss_core::model::{EventRecord, TaskRecord};
 use shiftboss_core::workflow::WorkflowDef;
-use shiftboss_core::{InstanceId, TaskId, TaskState, Timestamp};
+use shiftboss_core::{InstanceId, StepId, TaskId, TaskState, Timestamp};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -142,6 +146,12 @@ pub trait Store: Send + Sync + 'static {
     /// `after` move to history with their children, steps and events, in one transaction per
     /// pass; history past `keep` is deleted. Live tasks are never touched.
     async fn archive(&self, p: Archive) -> Result<ArchiveReport>;
+
+    /// Moves one finished top-level task, its children, steps and events to history at once
+    /// (the tasks and steps moved are counted). `NotFound` when no live task has the id;
+    /// `Conflict` when it has not finished, is a child (it moves with its parent), or has a
+    /// child that still runs. Nothing is changed then.
+    async fn archive_task(&self, p: ArchiveTask) -> Result<ArchiveReport>;
 
     /// Every registered definition, by name then version.
     async fn list_workflows(&self) -> Result<Vec<WorkflowSummary>>;
@@ -308,4 +318,25 @@ pub trait Store: Send + Sync + 'static {
 
     /// Moves the named cursor forward to `to`; a position behind where it stands changes nothing.
     async fn advance_cursor(&self, name: &str, to: i64) -> Result<()>;
+
+    /// Keeps documents of a kind, replacing those of the same names (see [`documents`]), in one
+    /// transaction.
+    async fn put_documents(&self, kind: DocumentKind, docs: Vec<(String, serde_json::Value)>) -> Result<()>;
+
+    /// The documents of a kind, by name, at most [`documents::MAX_DOCUMENTS_LISTED`].
+    async fn list_documents(&self, kind: DocumentKind) -> Result<Vec<(String, serde_json::Value)>>;
+
+    /// One document.
+    async fn get_document(&self, kind: DocumentKind, name: &str) -> Result<Option<serde_json::Value>>;
+
+    /// Forgets one document; false when there was none.
+    async fn delete_document(&self, kind: DocumentKind, name: &str) -> Result<bool>;
+
+    /// Writes a worker's log lines for a live step as `step.log` events of its task (see
+    /// [`step_logs`]); `NotFound` when no live step has the id.
+    async fn append_step_logs(&self, p: StepLogs) -> Result<()>;
+
+    /// A step's log lines (its `step.log` events, live or archived), the oldest first, at most
+    /// [`step_logs::MAX_LOG_LINES_READ`].
+    async fn step_logs(&self, step: StepId) -> Result<Vec<EventRecord>>;
 }

@@ -1,5 +1,6 @@
 //! Params and results of the store operations.
 
+use crate::StoreError;
 use shiftboss_core::model::{EventRecord, StepRecord, TaskRecord};
 use shiftboss_core::retry::RetryPolicies;
 use shiftboss_core::{InstanceId, LeaseToken, StepId, StepState, TaskId, TaskState, Timestamp};
@@ -528,6 +529,26 @@ pub struct ExtendLease {
     pub step_id: StepId,
     /// The token of the agent's claim: a report under an older lease is refused.
     pub lease_token: LeaseToken,
+    /// What the agent says of its work so far (JSON, at most [`MAX_PROGRESS_BYTES`]), kept on
+    /// the step until the next claim; none leaves what an earlier heartbeat said.
+    pub progress: Option<serde_json::Value>,
+}
+
+/// The largest progress report a heartbeat may carry, in bytes of its JSON text.
+pub const MAX_PROGRESS_BYTES: usize = 64 * 1024;
+
+impl ExtendLease {
+    pub fn validate(&self) -> Result<(), StoreError> {
+        if let Some(p) = &self.progress {
+            let len = p.to_string().len();
+            if len > MAX_PROGRESS_BYTES {
+                return Err(StoreError::InvalidInput(format!(
+                    "a progress report of {len} bytes; at most {MAX_PROGRESS_BYTES}"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One registered definition, as `workflows list` shows it.

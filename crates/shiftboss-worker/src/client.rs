@@ -91,8 +91,13 @@ impl Client {
     /// it is lost (stop working on the step).
     pub(crate) async fn heartbeat(&self, step: &Step) -> Result<Option<f64>, ClientError> {
         let path = format!("/v1/agents/steps/{}/heartbeat", step.step_id);
-        let body = HeartbeatRequest { lease_token: &step.lease_token };
-        let answer: HeartbeatAnswer = self.post(&path, &body, self.request_timeout, Some(step)).await?;
+        let progress = step.take_progress();
+        let body = HeartbeatRequest { lease_token: &step.lease_token, progress: progress.as_ref() };
+        let answer: Result<HeartbeatAnswer, _> = self.post(&path, &body, self.request_timeout, Some(step)).await;
+        if let (Err(_), Some(p)) = (&answer, progress) {
+            step.keep_progress(p);
+        }
+        let answer = answer?;
         Ok(answer.held.then_some(answer.seconds_left.unwrap_or(0.0)))
     }
 

@@ -39,11 +39,42 @@ pub struct Step {
     pub complete_by: String,
     /// The lease's window from the claim, in seconds.
     pub seconds_left: f64,
+    /// What the handler last said of its progress, for the next heartbeat to carry.
+    #[serde(skip)]
+    progress: ProgressSlot,
 }
+
+impl Step {
+    /// Says how far the work has come (any JSON, at most 64 KiB), such as
+    /// `{"copied": 3400, "of": 10000}`. The next heartbeat carries it to the server, which keeps it
+    /// on the step for the API and the console; a later report replaces an unsent one.
+    pub fn report_progress(&self, progress: Value) {
+        *self.progress.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(progress);
+    }
+
+    /// The report not sent yet, taken for a heartbeat.
+    pub(crate) fn take_progress(&self) -> Option<Value> {
+        self.progress.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// Puts back a report whose heartbeat failed, unless a newer one came meanwhile.
+    pub(crate) fn keep_progress(&self, progress: Value) {
+        let mut slot = self.progress.0.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(progress);
+        }
+    }
+}
+
+/// Shared by the handler's view of the step and its heartbeats (a clone of the step shares it).
+#[derive(Debug, Clone, Default)]
+struct ProgressSlot(std::sync::Arc<std::sync::Mutex<Option<Value>>>);
 
 #[derive(Debug, Serialize)]
 pub(crate) struct HeartbeatRequest<'a> {
     pub lease_token: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<&'a Value>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -172,6 +172,10 @@ impl Store for Patient {
     async fn archive(&self, p: Archive) -> Result<ArchiveReport> {
         patiently!(self, "archiving", self.inner.archive(p.clone()))
     }
+    // Tried again after a lost answer, a task already moved is NotFound: the caller sees it gone.
+    async fn archive_task(&self, p: ArchiveTask) -> Result<ArchiveReport> {
+        patiently!(self, "archiving a task", self.inner.archive_task(p.clone()))
+    }
     async fn list_workflows(&self) -> Result<Vec<WorkflowSummary>> {
         patiently!(self, "listing workflows", self.inner.list_workflows())
     }
@@ -249,6 +253,25 @@ impl Store for Patient {
     }
     async fn advance_cursor(&self, name: &str, to: i64) -> Result<()> {
         patiently!(self, "moving a cursor", self.inner.advance_cursor(name, to))
+    }
+    async fn put_documents(&self, kind: DocumentKind, docs: Vec<(String, serde_json::Value)>) -> Result<()> {
+        patiently!(self, "keeping documents", self.inner.put_documents(kind, docs.clone()))
+    }
+    async fn list_documents(&self, kind: DocumentKind) -> Result<Vec<(String, serde_json::Value)>> {
+        patiently!(self, "listing documents", self.inner.list_documents(kind))
+    }
+    async fn get_document(&self, kind: DocumentKind, name: &str) -> Result<Option<serde_json::Value>> {
+        patiently!(self, "reading a document", self.inner.get_document(kind, name))
+    }
+    async fn delete_document(&self, kind: DocumentKind, name: &str) -> Result<bool> {
+        patiently!(self, "forgetting a document", self.inner.delete_document(kind, name))
+    }
+    // Log lines written again after a lost answer appear twice: diagnostics, not state.
+    async fn append_step_logs(&self, p: StepLogs) -> Result<()> {
+        patiently!(self, "writing step logs", self.inner.append_step_logs(p.clone()))
+    }
+    async fn step_logs(&self, step: shiftboss_core::StepId) -> Result<Vec<EventRecord>> {
+        patiently!(self, "reading step logs", self.inner.step_logs(step))
     }
     async fn read_events(&self, p: ReadEvents) -> Result<EventsRead> {
         patiently!(self, "reading events", self.inner.read_events(p.clone()))

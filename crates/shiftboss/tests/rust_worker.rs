@@ -1,7 +1,7 @@
 //! The Rust worker client (`shiftboss-worker`) against a real `shiftboss serve` process over
 //! loopback, on SQLite and on PostgreSQL: tasks finished with outputs, transient failures retried
 //! and permanent ones failing the task, never more steps held than its concurrency, heartbeats
-//! that keep a long step past its first complete-by, a shutdown that finishes what it holds, and
+//! that keep a long step past its first complete-by and carry its progress, a shutdown that finishes what it holds, and
 //! a bad token that stops the worker with the server's refusal.
 
 #[macro_use]
@@ -48,6 +48,9 @@ impl Handler for Parcels {
         let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
         self.most.fetch_max(now, Ordering::SeqCst);
         self.started.notify_waiters();
+        if let Some(stage) = step.input.get("stage") {
+            step.report_progress(json!({"parcel": step.input["n"], "stage": stage}));
+        }
         let hold = Duration::from_millis(step.input["hold_ms"].as_u64().unwrap_or(0));
         tokio::time::sleep(hold).await;
         self.now.fetch_sub(1, Ordering::SeqCst);
@@ -100,7 +103,13 @@ async fn heartbeats_keep_a_long_step(db: String, logs: &Path) {
     // Silent for at most 1 s, done within 30 s: a 3 s step lives on heartbeats alone.
     api.register("30s", Some("1s")).await;
     let (stop, run) = spawn(Worker::new(config(&api, "rs-long", 1), Arc::new(Parcels::default())).unwrap());
-    let id = api.submit("long", json!({"n": 1, "hold_ms": 3000}), 0).await;
+    let id = api.submit("long", json!({"n": 1, "hold_ms": 3000, "stage": "packing"}), 0).await;
+    // The handler's progress report rides on a heartbeat and is read back while the step runs.
+    common::wait_for("the step's progress", Duration::from_secs(10), || async {
+        let t = api.task(&id).await;
+        t["steps"][0]["progress"] == json!({"parcel": 1, "stage": "packing"}) && t["state"] == "running"
+    })
+    .await;
     api.wait_state(&id, "completed").await;
     let t = api.task(&id).await;
     assert_eq!(t["output"]["attempt"], 1, "never taken back: {t}");

@@ -198,6 +198,7 @@ pub(super) mod tests {
             last_error: None,
             input: json!({}),
             output: None,
+            progress: None,
             idempotency_key: "key".into(),
             timeout: std::time::Duration::from_secs(1),
             config: json!({}),

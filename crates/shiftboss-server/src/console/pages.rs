@@ -268,6 +268,13 @@ fn timelines(b: &mut String, d: &shiftboss_store::TaskDetail) {
             if st.failure_count == 1 { "" } else { "s" },
             st.state.as_str()
         );
+        if let Some(p) = &st.progress {
+            let _ = write!(
+                b,
+                r#"<li class="progress">its worker's last progress report: <code>{}</code></li>"#,
+                esc(&p.to_string())
+            );
+        }
         for e in &events {
             let _ = write!(b, r#"<li><span class="t">{}</span> {}</li>"#, e.at, esc(&moment(e)));
         }
@@ -297,6 +304,8 @@ fn moment(e: &shiftboss_core::model::EventRecord) -> String {
         ev::STEP_SKIPPED => format!("skipped by {}", e.actor),
         ev::STEP_CANCELLED => "cancelled".to_owned(),
         ev::REPLY_REJECTED => "a late or stale reply was refused".to_owned(),
+        // The line itself is the words; no other field follows it.
+        ev::STEP_LOG => return format!("log from {}: {}", e.actor, field("log").unwrap_or_default()),
         other => other.to_owned(),
     };
     for (k, label) in [

@@ -180,6 +180,7 @@ mod tests {
             last_error: None,
             input: serde_json::json!({}),
             output: None,
+            progress: None,
             idempotency_key: "i".into(),
             timeout: Duration::from_secs(5),
             config: serde_json::json!({}),

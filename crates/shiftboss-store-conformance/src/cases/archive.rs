@@ -94,3 +94,30 @@ pub async fn a_parent_moves_with_its_children_and_history_is_purged_after_keep<F
     let s = h.store.submit_task(submit_params("p", "parent", 0)).await.unwrap();
     assert!(s.created && s.task_id != parent);
 }
+
+pub async fn an_operator_archives_one_finished_task_at_once<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register_standard().await;
+    let done = h.submit("done", "one", 0).await;
+    let c = h.claim_one("s").await;
+    h.complete("s", &c, json!({})).await;
+    let live = h.submit("live", "one", 0).await;
+    let ask = |task_id| ArchiveTask { task_id, actor: "ann".into() };
+
+    let before = h.task(live).await;
+    assert!(matches!(h.store.archive_task(ask(live)).await, Err(StoreError::Conflict(_))), "a running task stays");
+    assert_eq!(h.task(live).await, before, "and is left as it was");
+    let unknown = shiftboss_core::TaskId(live.0 + 1_000_000);
+    assert!(matches!(h.store.archive_task(ask(unknown)).await, Err(StoreError::NotFound { .. })));
+    let bad = ArchiveTask { task_id: done, actor: String::new() };
+    assert!(matches!(h.store.archive_task(bad).await, Err(StoreError::InvalidInput(_))));
+
+    // No leader term needed, and no wait: it finished a moment ago.
+    let report = h.store.archive_task(ask(done)).await.expect("archived");
+    assert_eq!((report.tasks, report.steps), (1, 1));
+    assert!(h.store.get_task(done).await.unwrap().is_none());
+    let old = h.store.get_archived_task(done).await.unwrap().expect("in history");
+    let last = old.events.last().expect("events");
+    assert_eq!((last.kind.as_str(), last.actor.as_str()), (event_kind::TASK_ARCHIVED, "ann"));
+    assert!(matches!(h.store.archive_task(ask(done)).await, Err(StoreError::NotFound { .. })), "gone already");
+}

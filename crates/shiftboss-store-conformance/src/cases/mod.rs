@@ -31,4 +31,5 @@ pub mod submit_batch;
 pub mod tokens;
 pub mod vocabulary;
 pub mod webhooks;
+pub mod worker_notes;
 pub mod workers;

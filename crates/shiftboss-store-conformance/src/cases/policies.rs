@@ -72,11 +72,12 @@ pub async fn heartbeats_extend_the_response_timeout_up_to_the_step_timeout<F: Fi
     let start = h.now();
     assert_eq!(c.complete_by, start.plus(secs(2)), "the first response window");
     h.advance(secs(1));
-    let p = ExtendLease { step_id: c.id, lease_token: c.lease_token };
+    let p = ExtendLease { step_id: c.id, lease_token: c.lease_token, progress: None };
     assert_eq!(h.store.extend_lease(p.clone()).await.unwrap(), start.plus(secs(3)));
     h.advance(secs(8));
     assert_eq!(h.store.extend_lease(p.clone()).await.unwrap(), start.plus(secs(10)), "never past the timeout");
-    let stale = ExtendLease { step_id: c.id, lease_token: shiftboss_core::LeaseToken(c.lease_token.0 + 1) };
+    let stale =
+        ExtendLease { step_id: c.id, lease_token: shiftboss_core::LeaseToken(c.lease_token.0 + 1), progress: None };
     assert!(matches!(h.store.extend_lease(stale).await, Err(StoreError::Conflict(_))));
 }
 
@@ -189,7 +190,7 @@ pub async fn the_total_timeout_bounds_every_attempt_and_retry<F: Fixture>(f: F) 
     h.advance(secs(1));
     let c = h.claim_one("s1").await;
     assert_eq!(c.complete_by, start.plus(secs(15)), "cut at the deadline, not 21 s");
-    let p = ExtendLease { step_id: c.id, lease_token: c.lease_token };
+    let p = ExtendLease { step_id: c.id, lease_token: c.lease_token, progress: None };
     assert_eq!(h.store.extend_lease(p).await.unwrap(), start.plus(secs(15)), "a heartbeat does not pass it");
     h.advance(secs(4));
     assert_eq!(h.expire(&leader, Default::default()).await.unwrap().gave_up, 1, "no retry at or after 15 s");

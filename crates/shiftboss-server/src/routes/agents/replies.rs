@@ -53,7 +53,9 @@ pub async fn heartbeat(
     Json(h): Json<HeartbeatRequest>,
 ) -> Result<Json<HeartbeatAnswer>, ApiError> {
     let (step_id, lease_token) = step_and_token(&id, &h.lease_token)?;
-    match state.store().extend_lease(ExtendLease { step_id, lease_token }).await {
+    // JSON null is no report, as an absent field is.
+    let progress = h.progress.filter(|p| !p.is_null());
+    match state.store().extend_lease(ExtendLease { step_id, lease_token, progress }).await {
         Ok(complete_by) => {
             let now = state.store().now().await?;
             Ok(Json(HeartbeatAnswer {

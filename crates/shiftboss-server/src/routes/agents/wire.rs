@@ -70,6 +70,11 @@ pub struct WorkItem {
 pub struct HeartbeatRequest {
     /// The token of the claim.
     pub lease_token: String,
+    /// What the worker says of its work so far (any JSON, at most 64 KiB), kept on the step and
+    /// shown by the API and the console until the next claim; absent keeps what an earlier
+    /// heartbeat said.
+    #[serde(default)]
+    pub progress: Option<serde_json::Value>,
 }
 
 /// Whether the lease is still held, and until when.

@@ -1,7 +1,9 @@
 //! Conductor's metadata routes: workflow definitions (Conductor's WorkflowDef, converted by the
 //! importer `shiftboss-conductor` and registered as shiftboss definitions, immutable per version)
-//! and task definitions (kept by this process and applied to the workflow definitions
-//! registered after them: retries, timeouts; see docs/conductor-api.md for what is lost).
+//! and task definitions (applied to the workflow definitions registered after them: retries,
+//! timeouts; see docs/conductor-api.md for what is lost). Task definitions, and the Conductor
+//! document each workflow version was registered from, are the store's documents: every serve
+//! process of a deployment answers the same, and a restart forgets nothing.
 
 use crate::error::{ApiError, Problem};
 use crate::json::{self, Json};
@@ -13,33 +15,17 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use shiftboss_core::workflow::{StepDef, StepKind, WorkflowDef};
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use shiftboss_store::DocumentKind;
+use shiftboss_store::documents::MAX_DOCUMENTS_LISTED;
+use std::collections::HashMap;
 use utoipa::IntoParams;
 
-/// The most task definitions, and original workflow documents, one process keeps.
-const MAX_KEPT: usize = 10_000;
 /// The most definitions one listing reads.
 const MAX_LISTED: usize = 1_000;
 
-/// What Conductor keeps that shiftboss's store does not: task definitions, and the Conductor
-/// document each workflow version was registered from (answered back as sent). Per process,
-/// in memory: another serve process, or this one after a restart, answers a workflow
-/// definition rendered from the shiftboss definition instead.
-#[derive(Default)]
-pub struct Registry {
-    task_defs: Mutex<BTreeMap<String, Value>>,
-    originals: Mutex<HashMap<(String, u32), Value>>,
-}
-
-impl Registry {
-    fn task_defs(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Value>> {
-        self.task_defs.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn originals(&self) -> std::sync::MutexGuard<'_, HashMap<(String, u32), Value>> {
-        self.originals.lock().unwrap_or_else(|p| p.into_inner())
-    }
+/// The name a workflow version's Conductor document is kept under.
+fn source_name(name: &str, version: u32) -> String {
+    format!("{name}:{version}")
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -92,7 +78,8 @@ async fn register(state: &AppState, doc: Value) -> Result<(), ApiError> {
         return Err(ApiError::invalid("send a WorkflowDef object"));
     }
     let text = doc.to_string();
-    let task_defs = Value::Array(state.conductor.task_defs().values().cloned().collect()).to_string();
+    let kept = state.store().list_documents(DocumentKind::TaskDef).await?;
+    let task_defs = Value::Array(kept.into_iter().map(|(_, d)| d).collect()).to_string();
     let import = shiftboss_conductor::from_conductor_with_tasks(&text, &[task_defs.as_str()])
         .map_err(|e| ApiError::invalid(format!("not a Conductor definition shiftboss can run: {e}")))?;
     let def = import.workflow;
@@ -108,11 +95,9 @@ async fn register(state: &AppState, doc: Value) -> Result<(), ApiError> {
     for n in &import.notes {
         tracing::info!(workflow = %def.name, version = def.version, note = %n, "Conductor definition imported with a note");
     }
-    let mut originals = state.conductor.originals();
-    if originals.len() >= MAX_KEPT {
-        originals.clear();
-    }
-    originals.insert((def.name.clone(), def.version), doc);
+    // After the definition: should this write fail, the definition is answered rendered from
+    // the shiftboss definition, as one registered as YAML is.
+    state.store().put_documents(DocumentKind::WorkflowSource, vec![(source_name(&def.name, def.version), doc)]).await?;
     Ok(())
 }
 
@@ -121,10 +106,17 @@ async fn register(state: &AppState, doc: Value) -> Result<(), ApiError> {
     responses((status = 200, body = Vec<Object>)))]
 pub async fn list_workflows(State(state): State<AppState>) -> Result<Json<Vec<Value>>, ApiError> {
     let all = state.store().list_workflows().await?;
+    let sources: HashMap<String, Value> =
+        state.store().list_documents(DocumentKind::WorkflowSource).await?.into_iter().collect();
     let mut out = Vec::new();
     for w in all.into_iter().take(MAX_LISTED) {
-        if let Some(def) = state.store().get_workflow(&w.name, Some(w.version)).await? {
-            out.push(as_conductor(&state, &def));
+        match sources.get(&source_name(&w.name, w.version)) {
+            Some(doc) => out.push(doc.clone()),
+            None => {
+                if let Some(def) = state.store().get_workflow(&w.name, Some(w.version)).await? {
+                    out.push(rendered(&def));
+                }
+            }
         }
     }
     Ok(Json(out))
@@ -138,7 +130,7 @@ pub struct VersionParams {
 }
 
 /// One workflow definition as a Conductor WorkflowDef: the document it was registered from
-/// through this process, else rendered from the shiftboss definition.
+/// over this API, else rendered from the shiftboss definition.
 #[utoipa::path(get, path = "/api/metadata/workflow/{name}", tag = "conductor",
     params(("name" = String, Path), VersionParams), security(("token" = ["read"])),
     responses((status = 200, body = Object), (status = 404, body = Problem)))]
@@ -149,13 +141,12 @@ pub async fn get_workflow(
 ) -> Result<Json<Value>, ApiError> {
     let def = state.store().get_workflow(&name, q.version).await?;
     let def = def.ok_or_else(|| ApiError::not_found(format!("no workflow {name:?}")))?;
-    Ok(Json(as_conductor(&state, &def)))
+    let source = state.store().get_document(DocumentKind::WorkflowSource, &source_name(&def.name, def.version)).await?;
+    Ok(Json(source.unwrap_or_else(|| rendered(&def))))
 }
 
-fn as_conductor(state: &AppState, def: &WorkflowDef) -> Value {
-    if let Some(v) = state.conductor.originals().get(&(def.name.clone(), def.version)) {
-        return v.clone();
-    }
+/// A definition registered otherwise (as YAML, or by the CLI) rendered as a Conductor WorkflowDef.
+fn rendered(def: &WorkflowDef) -> Value {
     json!({
         "name": def.name,
         "version": def.version,
@@ -198,7 +189,7 @@ pub async fn register_task_defs(State(state): State<AppState>, req: Request) -> 
     for (i, d) in defs.into_iter().enumerate() {
         named.push(task_def_name(d).map_err(|e| ApiError { detail: format!("[{i}]: {}", e.detail), ..e })?);
     }
-    keep(&state, named)
+    keep(&state, named).await
 }
 
 /// Registers or replaces one task definition.
@@ -208,7 +199,7 @@ pub async fn register_task_defs(State(state): State<AppState>, req: Request) -> 
     responses((status = 200, description = "Kept"), (status = 422, body = Problem)))]
 pub async fn update_task_def(State(state): State<AppState>, req: Request) -> Result<Response, ApiError> {
     let v: Value = json::parse(&json::body_bytes(req, &state).await?)?;
-    keep(&state, vec![task_def_name(v)?])
+    keep(&state, vec![task_def_name(v)?]).await
 }
 
 fn task_def_name(d: Value) -> Result<(String, Value), ApiError> {
@@ -222,22 +213,22 @@ fn task_def_name(d: Value) -> Result<(String, Value), ApiError> {
     Ok((name, d))
 }
 
-fn keep(state: &AppState, defs: Vec<(String, Value)>) -> Result<Response, ApiError> {
-    let mut kept = state.conductor.task_defs();
-    for (name, d) in defs {
-        if kept.len() >= MAX_KEPT && !kept.contains_key(&name) {
-            return Err(ApiError::invalid(format!("at most {MAX_KEPT} task definitions")));
-        }
-        kept.insert(name, d);
+async fn keep(state: &AppState, defs: Vec<(String, Value)>) -> Result<Response, ApiError> {
+    let kept = state.store().list_documents(DocumentKind::TaskDef).await?;
+    let new = defs.iter().filter(|(n, _)| !kept.iter().any(|(k, _)| k == n)).count();
+    if kept.len() + new > MAX_DOCUMENTS_LISTED as usize {
+        return Err(ApiError::invalid(format!("at most {MAX_DOCUMENTS_LISTED} task definitions")));
     }
+    state.store().put_documents(DocumentKind::TaskDef, defs).await?;
     Ok(StatusCode::OK.into_response())
 }
 
-/// Every task definition this process keeps.
+/// Every task definition.
 #[utoipa::path(get, path = "/api/metadata/taskdefs", tag = "conductor", security(("token" = ["read"])),
     responses((status = 200, body = Vec<Object>)))]
-pub async fn list_task_defs(State(state): State<AppState>) -> Json<Vec<Value>> {
-    Json(state.conductor.task_defs().values().cloned().collect())
+pub async fn list_task_defs(State(state): State<AppState>) -> Result<Json<Vec<Value>>, ApiError> {
+    let kept = state.store().list_documents(DocumentKind::TaskDef).await?;
+    Ok(Json(kept.into_iter().map(|(_, d)| d).collect()))
 }
 
 /// One task definition.
@@ -248,7 +239,10 @@ pub async fn get_task_def(
     State(state): State<AppState>,
     Path(tasktype): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let d = state.conductor.task_defs().get(&tasktype).cloned();
+    let d = match shiftboss_store::documents::validate_document_name(&tasktype) {
+        Ok(()) => state.store().get_document(DocumentKind::TaskDef, &tasktype).await?,
+        Err(_) => None,
+    };
     d.map(Json).ok_or_else(|| ApiError::not_found(format!("no task definition {tasktype:?}")))
 }
 
@@ -260,8 +254,10 @@ pub async fn delete_task_def(
     State(state): State<AppState>,
     Path(tasktype): Path<String>,
 ) -> Result<Response, ApiError> {
-    match state.conductor.task_defs().remove(&tasktype) {
-        Some(_) => Ok(StatusCode::OK.into_response()),
-        None => Err(ApiError::not_found(format!("no task definition {tasktype:?}"))),
+    let gone = shiftboss_store::documents::validate_document_name(&tasktype).is_ok()
+        && state.store().delete_document(DocumentKind::TaskDef, &tasktype).await?;
+    match gone {
+        true => Ok(StatusCode::OK.into_response()),
+        false => Err(ApiError::not_found(format!("no task definition {tasktype:?}"))),
     }
 }

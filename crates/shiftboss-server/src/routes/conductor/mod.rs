@@ -17,8 +17,6 @@ mod waits;
 pub mod wire;
 mod workflows;
 
-pub use metadata::Registry;
-
 use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -29,6 +27,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(tasks::poll))
         .routes(routes!(tasks::batch_poll))
         .routes(routes!(tasks::update))
+        .routes(routes!(tasks::logs, tasks::add_log))
         .routes(routes!(waits::update_by_ref))
         .routes(routes!(queues::sizes))
         .routes(routes!(queues::poll_data))
@@ -38,6 +37,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(metadata::get_task_def, metadata::delete_task_def))
         .routes(routes!(workflows::start))
         .routes(routes!(workflows::get, workflows::terminate, workflows::start_by_name))
+        .routes(routes!(workflows::remove))
         .routes(routes!(workflows::pause))
         .routes(routes!(workflows::resume))
         .routes(routes!(workflows::retry))

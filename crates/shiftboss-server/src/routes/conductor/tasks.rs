@@ -3,7 +3,7 @@
 //! claim named by the `taskId` the poll handed out (`<step id>-<lease token>`), so an update for
 //! a claim that lapsed, was taken again or ended is refused (409) and changes nothing.
 
-use super::wire::{self, Task, TaskResult};
+use super::wire::{self, Task, TaskExecLog, TaskResult};
 use crate::auth::Principal;
 use crate::error::{ApiError, Problem};
 use crate::json::Json;
@@ -11,12 +11,12 @@ use crate::query::{Path, Query};
 use crate::routes::agents::poll::{MAX_CAPACITY, check_remote, claim_waiting, note_seen};
 use crate::routes::agents::replies;
 use crate::state::AppState;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use shiftboss_core::InstanceId;
-use shiftboss_store::{ClaimDueSteps, ExtendLease, Reply, ReplyResult, StoreError, check_worker_id};
+use shiftboss_core::{InstanceId, StepId};
+use shiftboss_store::{ClaimDueSteps, ExtendLease, Reply, ReplyResult, StepLogs, StoreError, check_worker_id};
 use std::time::Duration;
 use utoipa::IntoParams;
 
@@ -132,6 +132,9 @@ pub async fn update(
     if lease_token.0 == 0 {
         return super::waits::end_wait(&state, &principal, &r, step_id).await;
     }
+    // Checked before the update is applied, written after: a refused line refuses the update, a
+    // taken update is not refused for its lines.
+    let logs = step_logs(&principal, &r, step_id)?;
     let reason = || r.reason_for_incompletion.clone().filter(|s| !s.trim().is_empty());
     let result = match r.status.as_str() {
         "COMPLETED" => ReplyResult::Completed(r.output_data.clone().unwrap_or_else(|| serde_json::json!({}))),
@@ -139,7 +142,14 @@ pub async fn update(
         "FAILED_WITH_TERMINAL_ERROR" => ReplyResult::PermanentError(
             reason().unwrap_or_else(|| "the worker reported FAILED_WITH_TERMINAL_ERROR".into()),
         ),
-        "IN_PROGRESS" => return heartbeat(&state, &r.task_id, ExtendLease { step_id, lease_token }).await,
+        "IN_PROGRESS" => {
+            // Conductor keeps an IN_PROGRESS update's outputData on the task: here, the step's progress.
+            let progress =
+                r.output_data.clone().filter(|v| !v.is_null() && v.as_object().is_none_or(|m| !m.is_empty()));
+            let answer = heartbeat(&state, &r.task_id, ExtendLease { step_id, lease_token, progress }).await?;
+            keep_logs(&state, logs).await;
+            return Ok(answer);
+        }
         other => {
             return Err(ApiError::bad_request(format!(
                 "status: {other:?} is not one of COMPLETED, FAILED, FAILED_WITH_TERMINAL_ERROR, IN_PROGRESS"
@@ -148,7 +158,84 @@ pub async fn update(
     };
     let reply = Reply { step_id, lease_token, result };
     replies::reply(&state, &principal, r.worker_id.as_deref(), reply).await?;
+    keep_logs(&state, logs).await;
     Ok(text(r.task_id))
+}
+
+/// A TaskResult's log lines for the step, checked; none when it has none.
+fn step_logs(principal: &Principal, r: &TaskResult, step_id: StepId) -> Result<Option<StepLogs>, ApiError> {
+    let lines = wire::log_lines(r.logs.as_ref());
+    if lines.is_empty() {
+        return Ok(None);
+    }
+    let actor = match r.worker_id.as_deref().filter(|w| !w.is_empty()) {
+        Some(w) => format!("worker:{w}"),
+        None => principal.name.clone(),
+    };
+    let logs = StepLogs { step_id, actor, lines };
+    logs.validate().map_err(|e| ApiError::bad_request(format!("logs: {e}")))?;
+    Ok(Some(logs))
+}
+
+/// Writes the lines of an update that was taken. A failure here is logged, not answered: the
+/// update itself stands, and the worker would only send it again.
+async fn keep_logs(state: &AppState, logs: Option<StepLogs>) {
+    if let Some(logs) = logs {
+        let step = logs.step_id;
+        if let Err(e) = state.store().append_step_logs(logs).await {
+            tracing::warn!(step = %step, error = %e, "a task update's log lines were not kept");
+        }
+    }
+}
+
+/// A task's log lines (Conductor's TaskExecLogs), oldest first; `[]` for a task with none.
+#[utoipa::path(get, path = "/api/tasks/{taskId}/log", tag = "conductor",
+    params(("taskId" = String, Path)), security(("token" = ["read"])),
+    responses((status = 200, body = Vec<TaskExecLog>), (status = 404, body = Problem)))]
+pub async fn logs(
+    State(state): State<AppState>,
+    Path(task_id): Path<String>,
+) -> Result<Json<Vec<TaskExecLog>>, ApiError> {
+    let (step_id, _) =
+        wire::parse_task_id(&task_id).ok_or_else(|| ApiError::not_found(format!("no task {task_id:?}")))?;
+    let events = state.store().step_logs(step_id).await?;
+    let line = |e: &shiftboss_core::model::EventRecord| e.detail.get("log").and_then(|l| l.as_str()).map(str::to_owned);
+    Ok(Json(
+        events
+            .iter()
+            .filter_map(|e| line(e).map(|log| TaskExecLog { log, task_id: task_id.clone(), created_time: e.at.0 }))
+            .collect(),
+    ))
+}
+
+/// Adds a log line to a task (the body: the line, as a JSON string or as text).
+#[utoipa::path(post, path = "/api/tasks/{taskId}/log", tag = "conductor",
+    params(("taskId" = String, Path)),
+    request_body(content = String, description = "The log line", content_type = "application/json"),
+    security(("token" = ["agent"])),
+    responses((status = 200, description = "Kept"), (status = 400, body = Problem), (status = 404, body = Problem)))]
+pub async fn add_log(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(task_id): Path<String>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let (step_id, _) =
+        wire::parse_task_id(&task_id).ok_or_else(|| ApiError::not_found(format!("no task {task_id:?}")))?;
+    let body = crate::json::body_bytes(req, &state).await?;
+    let text = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the log line is not UTF-8"))?;
+    // Conductor's SDKs send the line as a JSON string; anything that is not one is the line itself.
+    let line = match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => text.to_owned(),
+    };
+    let logs = StepLogs { step_id, actor: principal.name.clone(), lines: vec![line] };
+    logs.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
+    match state.store().append_step_logs(logs).await {
+        Ok(()) => Ok(StatusCode::OK.into_response()),
+        Err(StoreError::NotFound { .. }) => Err(ApiError::not_found(format!("no task {task_id:?}"))),
+        Err(e) => Err(e.into()),
+    }
 }
 
 async fn heartbeat(state: &AppState, task_id: &str, e: ExtendLease) -> Result<Response, ApiError> {

@@ -134,7 +134,8 @@ pub fn listed(s: &StepRecord, seq: u32, workflow: &TaskRecord, def: Option<&Work
         workflow_instance_id: s.task_id.to_string(),
         workflow_type: Some(workflow.workflow.clone()),
         input_data: object(Some(s.input.clone())),
-        output_data: object(s.output.clone()),
+        // While it runs: what its worker last reported (an IN_PROGRESS update's outputData).
+        output_data: object(s.output.clone().or_else(|| s.progress.clone())),
         retry_count: s.failure_count,
         poll_count: s.attempts,
         response_timeout_seconds: s.timeout.as_secs(),
@@ -239,13 +240,37 @@ pub struct TaskResult {
     pub extend_lease: bool,
     #[serde(default)]
     pub worker_id: Option<String>,
-    /// Accepted and dropped: shiftboss keeps no per-task log lines.
+    /// TaskExecLogs (`{"log": "..."}` each): kept as the step's log lines once the update is taken.
     #[serde(default)]
     pub logs: Option<Value>,
     #[serde(default)]
     pub external_output_payload_storage_path: Option<String>,
     #[serde(default)]
     pub sub_workflow_id: Option<String>,
+}
+
+/// Conductor's TaskExecLog: one log line of a task.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskExecLog {
+    pub log: String,
+    pub task_id: String,
+    /// When the line was written, in epoch milliseconds.
+    pub created_time: i64,
+}
+
+/// The log lines of a TaskResult's `logs`: each entry's `log` text (a bare string is taken as
+/// one); entries with neither are skipped.
+pub fn log_lines(logs: Option<&Value>) -> Vec<String> {
+    let Some(Value::Array(items)) = logs else { return Vec::new() };
+    items
+        .iter()
+        .filter_map(|i| match i {
+            Value::String(s) => Some(s.clone()),
+            Value::Object(m) => m.get("log").and_then(Value::as_str).map(str::to_owned),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Conductor's StartWorkflowRequest.

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use shiftboss_core::{TaskId, TaskState};
-use shiftboss_store::{ListTasks, OperateTask, SubmitTask, TaskCommand, TaskFilter};
+use shiftboss_store::{ArchiveTask, ListTasks, OperateTask, SubmitTask, TaskCommand, TaskFilter};
 use std::collections::BTreeMap;
 use utoipa::IntoParams;
 
@@ -199,6 +199,34 @@ pub async fn terminate(
     Query(q): Query<TerminateParams>,
 ) -> Result<StatusCode, ApiError> {
     act(&state, &principal, &id, q.reason.unwrap_or_default(), TaskCommand::Terminate).await.map(|()| StatusCode::OK)
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RemoveParams {
+    /// Accepted for Conductor's SDKs: the workflow always moves to history (the archive's
+    /// retention deletes it later), so that what ran can still be read.
+    #[allow(dead_code)]
+    #[serde(rename = "archiveWorkflow")]
+    pub archive_workflow: Option<String>,
+}
+
+/// Removes a finished workflow from the live tables now: it moves, with its sub-workflows, to
+/// history, as the archiver would move it later (still read by `GET /api/workflow/{id}`). A
+/// workflow that runs is refused (409): terminate it first.
+#[utoipa::path(delete, path = "/api/workflow/{workflowId}/remove", tag = "conductor",
+    params(("workflowId" = String, Path), RemoveParams), security(("token" = ["operate"])),
+    responses((status = 200, description = "Moved to history"), (status = 404, body = Problem),
+        (status = 409, description = "It runs, or it is a sub-workflow (it moves with its parent)", body = Problem)))]
+pub async fn remove(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    Query(_q): Query<RemoveParams>,
+) -> Result<StatusCode, ApiError> {
+    let task_id = workflow_id(&id)?;
+    state.store().archive_task(ArchiveTask { task_id, actor: principal.name.clone() }).await?;
+    Ok(StatusCode::OK)
 }
 
 macro_rules! plain_action {
