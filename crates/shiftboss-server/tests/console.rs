@@ -35,6 +35,16 @@ impl Agent for Gate {
     }
 }
 
+/// Always answers at once.
+struct Stock;
+
+#[async_trait::async_trait]
+impl Agent for Stock {
+    async fn call(&self, _call: &AgentCall) -> Result<serde_json::Value, AgentError> {
+        Ok(json!({"held": true}))
+    }
+}
+
 /// Answers only after a minute: its step stays running.
 struct Hang;
 
@@ -252,6 +262,7 @@ async fn timelines_charts_jobs_and_a_rerun_from_a_step() {
     let engine = Engine::builder(store.clone(), InstanceId::new("console-2").unwrap())
         .agent("pay", Gate(open.clone()))
         .agent("hang", Hang)
+        .agent("stock", Stock)
         .config(config)
         .build()
         .unwrap();
@@ -348,5 +359,30 @@ async fn timelines_charts_jobs_and_a_rerun_from_a_step() {
     assert_eq!(s, StatusCode::OK);
     assert!(body.contains("<b data-acted>1</b>"), "{body}");
     assert_eq!(engine.wait_for(job, Duration::from_secs(20)).await.unwrap().state, TaskState::Completed);
+
+    // A failed task its workflow does not undo, compensated from its page after a confirmation.
+    open.store(false, Ordering::SeqCst);
+    let undo = json!({"name": "undo", "compensate_on_failure": false, "steps": [
+        {"name": "reserve", "agent": "stock", "compensate": {"name": "release", "agent": "stock"}},
+        {"name": "charge", "agent": "pay"}]});
+    let undo = WorkflowDef::from_json(&undo.to_string()).unwrap();
+    engine.register_workflow(&undo).await.unwrap();
+    let submit = SubmitTask { key: "u-1".into(), workflow: "undo".into(), input: json!({}), ..SubmitTask::default() };
+    let failed = engine.submit(submit).await.unwrap().task_id;
+    assert_eq!(engine.wait_for(failed, Duration::from_secs(20)).await.unwrap().state, TaskState::Failed);
+    let page = format!("/console/tasks/{failed}");
+    let (_, body, _) = send(&router, Method::GET, &page, Some(&cookie), None).await;
+    assert!(body.contains(&format!(r#"href="{page}/act?do=compensate""#)), "offered: {body}");
+    let (_, body, _) = send(&router, Method::GET, &format!("{page}/act?do=compensate"), Some(&cookie), None).await;
+    assert!(body.contains("Completed steps, newest first: reserve."), "{body}");
+    assert_eq!(store.get_task(failed).await.unwrap().unwrap().task.state, TaskState::Failed, "asking changes nothing");
+    let form = format!("do=compensate&reason=refund+it&csrf={}", csrf_in(&body));
+    let (s, _, _) = send(&router, Method::POST, &format!("{page}/act"), Some(&cookie), Some(form)).await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    assert_eq!(engine.wait_for(failed, Duration::from_secs(20)).await.unwrap().state, TaskState::Compensated);
+    let d = store.get_task(failed).await.unwrap().unwrap();
+    assert!(d.steps.iter().any(|s| s.name == "release" && s.compensates.as_deref() == Some("reserve")));
+    let (_, body, _) = send(&router, Method::GET, &page, Some(&cookie), None).await;
+    assert!(!body.contains("act?do=compensate"), "not offered twice: {body}");
     running.shutdown().await;
 }

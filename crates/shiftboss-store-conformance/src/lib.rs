@@ -140,6 +140,7 @@ macro_rules! conformance_suite {
                 a_failed_task_is_compensated_newest_first,
                 a_compensation_that_fails_for_good_fails_the_task_with_an_alert,
                 cancelling_under_a_compensating_policy_undoes_completed_steps,
+                an_operator_compensates_a_failed_task_that_was_not_undone,
             }
             operator {
                 pause_holds_new_work_and_resume_releases_it,

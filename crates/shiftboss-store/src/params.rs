@@ -455,6 +455,10 @@ pub enum TaskCommand {
     /// Cancel the task: its live steps are cancelled, and its completed steps compensated when
     /// the workflow says so.
     Cancel,
+    /// Undo a failed, cancelled or terminated top-level task that was not compensated (its
+    /// workflow does not compensate on failure, or it was terminated): its completed steps'
+    /// compensations run, newest first, and it ends compensated.
+    Compensate,
 }
 
 impl OperateTask {
@@ -496,6 +500,7 @@ impl TaskCommand {
             TaskCommand::Skip { .. } => "skip",
             TaskCommand::Signal { .. } => "signal",
             TaskCommand::Cancel => "cancel",
+            TaskCommand::Compensate => "compensate",
         }
     }
 }

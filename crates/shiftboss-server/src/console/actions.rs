@@ -30,6 +30,9 @@ fn describe(action: &str) -> Option<&'static str> {
         "rerun" => {
             "Runs the task again from this step: it and every step started after it run anew (with new idempotency keys), and the task is running again."
         }
+        "compensate" => {
+            "Undoes what the task did: the compensation of each completed step that has one runs, newest first; the task ends compensated (or failed, if a compensation fails for good)."
+        }
         _ => return None,
     })
 }
@@ -47,6 +50,14 @@ fn offered(d: &TaskDetail) -> Vec<&'static str> {
         TaskState::Failed => out.extend(["retry", "cancel", "terminate", "rerun"]),
         TaskState::Completed | TaskState::Cancelled | TaskState::Compensated => out.push("rerun"),
         _ => {}
+    }
+    // Ended without undoing what it did: something done, and no compensation ran yet.
+    let undoable = matches!(d.task.state, TaskState::Failed | TaskState::Cancelled | TaskState::Terminated)
+        && d.task.parent_task_id.is_none()
+        && d.steps.iter().any(|s| s.state == StepState::Processed && s.compensates.is_none())
+        && d.steps.iter().all(|s| s.compensates.is_none());
+    if undoable {
+        out.push("compensate");
     }
     out
 }
@@ -110,6 +121,17 @@ pub async fn confirm(
         }
         extra.push_str("</select></label>");
     }
+    if w.action == "compensate" {
+        let mut done: Vec<_> =
+            d.steps.iter().filter(|s| s.state == StepState::Processed && s.compensates.is_none()).collect();
+        done.sort_by_key(|s| std::cmp::Reverse((s.updated_at, s.id)));
+        let names: Vec<&str> = done.iter().map(|s| s.name.as_str()).collect();
+        let _ = write!(
+            note,
+            "<p>Completed steps, newest first: {}. Those whose definition names a compensation are undone.</p>",
+            esc(&names.join(", "))
+        );
+    }
     if w.action == "resubmit" {
         let names: Vec<&str> =
             d.steps.iter().filter(|s| s.state == StepState::Error).map(|s| s.name.as_str()).collect();
@@ -163,6 +185,7 @@ pub async fn act(
         "signal" => Some(TaskCommand::Signal { name, payload: serde_json::json!({}) }),
         "skip" => Some(TaskCommand::Skip { step: name, output: serde_json::json!({}) }),
         "rerun" => Some(TaskCommand::Rerun { from: name }),
+        "compensate" => Some(TaskCommand::Compensate),
         other => return Err(Refused::Forbidden(format!("no action {other:?}"))),
     };
     let store = state.store();

@@ -20,6 +20,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(resume))
         .routes(routes!(terminate))
         .routes(routes!(retry))
+        .routes(routes!(compensate))
         .routes(routes!(rerun))
         .routes(routes!(skip))
         .routes(routes!(signal))
@@ -80,6 +81,12 @@ simple_action!(
     "Ends a task at once, without compensation."
 );
 simple_action!(retry, "/v1/tasks/{id}/retry", TaskCommand::Retry, "Runs a failed task's steps in Error again.");
+simple_action!(
+    compensate,
+    "/v1/tasks/{id}/compensate",
+    TaskCommand::Compensate,
+    "Undoes a failed, cancelled or terminated top-level task that was not compensated: the compensations of its completed steps run, newest first, and it ends compensated."
+);
 
 /// Runs a task again from a step instance: it and every step started after it.
 #[utoipa::path(post, path = "/v1/tasks/{id}/rerun", tag = "operator", params(("id" = String, Path)), request_body = Rerun,

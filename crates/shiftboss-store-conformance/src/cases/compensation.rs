@@ -88,3 +88,53 @@ pub async fn cancelling_under_a_compensating_policy_undoes_completed_steps<F: Fi
     h.complete("s1", &release, json!({})).await;
     assert_eq!(h.task(task).await.task.state, TaskState::Compensated);
 }
+
+/// A task whose workflow does not undo on failure, undone later at an operator's word; a task
+/// that runs, or one already compensated, is refused and left as it was.
+pub async fn an_operator_compensates_a_failed_task_that_was_not_undone<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    let mut plain = order();
+    plain.name = "plain".into();
+    plain.compensate_on_failure = false;
+    h.register(&plain).await;
+    let task = h.submit("o4", "plain", 0).await;
+    for output in [json!({}), json!({"id": "P4"})] {
+        let c = h.claim_one("s1").await;
+        h.complete("s1", &c, output).await;
+    }
+    let ask = |command| OperateTask { task_id: task, actor: "ann".into(), reason: "fraud".into(), command };
+    let before = h.task(task).await;
+    let refused = h.store.operate_task(ask(TaskCommand::Compensate)).await;
+    assert!(matches!(refused, Err(StoreError::Conflict(_))), "a running task: {refused:?}");
+    assert_eq!(h.task(task).await, before, "refused, left as it was");
+
+    let ship = h.claim_one("s1").await;
+    h.reply("s1", ship.id, ship.lease_token, ReplyResult::PermanentError("no courier".into())).await;
+    assert_eq!(h.task(task).await.task.state, TaskState::Failed, "not undone on its own");
+    h.store.operate_task(ask(TaskCommand::Compensate)).await.expect("compensate");
+    let d = h.task(task).await;
+    assert_eq!(d.task.state, TaskState::Compensating);
+    let by = d.events.iter().find(|e| e.kind == ev::TASK_COMPENSATING).expect("the event");
+    assert_eq!((by.actor.as_str(), by.detail["reason"].clone()), ("ann", json!("fraud")));
+    let refund = h.claim_one("s1").await;
+    assert_eq!((refund.name.as_str(), refund.input.clone()), ("refund", json!({"payment": "P4"})));
+    h.complete("s1", &refund, json!({})).await;
+    let release = h.claim_one("s1").await;
+    assert_eq!(release.name, "release");
+    h.complete("s1", &release, json!({})).await;
+    assert_eq!(h.task(task).await.task.state, TaskState::Compensated);
+
+    let again = h.store.operate_task(ask(TaskCommand::Compensate)).await;
+    assert!(matches!(again, Err(StoreError::Conflict(_))), "compensated already: {again:?}");
+    // Nothing to undo: a terminated task whose done steps name no compensation.
+    h.register(&def(
+        json!({"name": "bare", "steps": [{"name": "a", "agent": WORKER}, {"name": "b", "agent": WORKER}]}),
+    ))
+    .await;
+    let bare = h.submit("b1", "bare", 0).await;
+    let c = h.claim_one("s1").await;
+    h.complete("s1", &c, json!({})).await;
+    h.operate(bare, TaskCommand::Terminate).await;
+    let none = h.store.operate_task(OperateTask { task_id: bare, ..ask(TaskCommand::Compensate) }).await;
+    assert!(matches!(none, Err(StoreError::Conflict(ref m)) if m.contains("none of its completed steps")), "{none:?}");
+}

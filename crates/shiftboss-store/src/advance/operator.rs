@@ -92,6 +92,28 @@ pub async fn operate_task<T: WriteTx>(t: &T, p: &OperateTask) -> Result<(), Stor
                 agenda.end(End { task: id, state: TaskState::Cancelled, detail });
             }
         }
+        TaskCommand::Compensate => {
+            if !matches!(task.state, TaskState::Failed | TaskState::Cancelled | TaskState::Terminated) {
+                return Err(refuse(format!(
+                    "only a failed, cancelled or terminated task can be compensated; it is {}",
+                    task.state
+                )));
+            }
+            // A child's end moved its parent once; its compensation is its parent's to run.
+            if task.is_child {
+                return Err(refuse("it is a sub-workflow's child: compensate its parent".into()));
+            }
+            let rows = t.load_steps(id).await?;
+            if rows.iter().any(|r| r.compensates.is_some()) {
+                return Err(refuse("its compensation ran already (a failed one is run again with retry)".into()));
+            }
+            if !needs_compensation(&def, &rows) {
+                return Err(refuse("none of its completed steps has a compensation".into()));
+            }
+            t.set_task_state(id, TaskState::Compensating, None).await?;
+            t.event(id, None, ev::TASK_COMPENSATING, EventLevel::Info, &p.actor, detail).await?;
+            agenda.decide(id);
+        }
         TaskCommand::Retry => {
             let plan = plan_retry(&def, task.state, &t.load_steps(id).await?).map_err(refuse)?;
             t.event(id, None, ev::TASK_OPERATED, EventLevel::Info, &p.actor, detail).await?;

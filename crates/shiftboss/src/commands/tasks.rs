@@ -94,6 +94,13 @@ pub enum TasksCommand {
         #[command(flatten)]
         who: Who,
     },
+    /// Undo a failed, cancelled or terminated task that was not compensated: the compensations
+    /// of its completed steps run, newest first, and it ends compensated.
+    Compensate {
+        task: String,
+        #[command(flatten)]
+        who: Who,
+    },
     /// Run a stopped task again from a step: that step and every step started after it run again.
     Rerun {
         task: String,
@@ -188,6 +195,7 @@ impl TasksCommand {
             TasksCommand::Resume { task, who } => operate(b, &task, who, TaskCommand::Resume).await?,
             TasksCommand::Terminate { task, who } => operate(b, &task, who, TaskCommand::Terminate).await?,
             TasksCommand::Retry { task, who } => operate(b, &task, who, TaskCommand::Retry).await?,
+            TasksCommand::Compensate { task, who } => operate(b, &task, who, TaskCommand::Compensate).await?,
             TasksCommand::Rerun { task, from, who } => {
                 operate(b, &task, who, TaskCommand::Rerun { from }).await?;
             }
