@@ -419,3 +419,55 @@ async fn receiver(up: Arc<AtomicBool>) -> String {
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     url
 }
+
+/// The overview and the task list with 1,000,000 finished tasks in the hot tables (the archiver
+/// has not moved them yet): each page's answer, as the browser's Navigation Timing measures it
+/// (request start to response end), comes in under a second, and the counts are the exact ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_with_a_million_finished_tasks() {
+    let Some(browser) = Browser::start().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db").display().to_string();
+    let mut p = Serve::new(db.clone(), "console-big").api().spawn(dir.path());
+    p.wait_ready().await;
+    let api = common::api::Api::of(&p);
+    let flow = json!({"name": "ledger", "steps": [{"name": "post", "agent": "http", "config": {"url": "http://ledger.example/post"}}]});
+    assert_eq!(api.post("/v1/workflows", flow).await.0, StatusCode::CREATED);
+    p.terminate();
+    {
+        // One statement, in SQLite itself: a million submissions would take minutes.
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        let n = c
+            .execute(
+                "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 1000000)
+                 INSERT INTO tasks (task_key, workflow, workflow_version, state, priority, input, output,
+                                    created_at, updated_at)
+                 SELECT 'entry-' || n, 'ledger', 1, CASE WHEN n % 100 = 0 THEN 'failed' ELSE 'completed' END,
+                        0, '{}', '{}', ?1 - 1000000 + n, ?1 - 1000000 + n FROM c",
+                [now],
+            )
+            .unwrap();
+        assert_eq!(n, 1_000_000);
+    }
+    let mut p = Serve::new(db, "console-big").api().spawn(dir.path());
+    p.wait_ready().await;
+    let base = p.api_url().expect("the API");
+
+    browser.go(&format!("{base}/console/login")).await;
+    browser.type_in("input[name=token]", &api.token).await;
+    browser.click("form button").await;
+    let t = browser.wait_text("Tasks by state", Duration::from_secs(10)).await;
+    assert!(t.contains("completed\n990,000\n") && t.contains("failed\n10,000\n"), "the exact counts: {t}");
+    let answered = "const n = performance.getEntriesByType('navigation')[0]; return n.responseEnd - n.requestStart";
+    for page in ["/", "/console/tasks", "/console/tasks?state=failed", "/console/tasks?key=entry-99999"] {
+        browser.go(&format!("{base}{page}")).await;
+        let ms = browser.run(answered).await.as_f64().expect("a navigation entry");
+        eprintln!("{page}: answered in {ms:.1} ms with 1,000,000 finished tasks");
+        assert!(ms < 1000.0, "{page} took {ms} ms");
+    }
+    assert!(browser.text().await.contains("entry-99999"), "the key search found it");
+    browser.go(&format!("{base}/")).await;
+    browser.screenshot("overview-million-light").await;
+    drop(p);
+}

@@ -4,6 +4,19 @@
 use std::fmt::Write;
 
 /// Text made safe for HTML content and attribute values.
+/// A count as a person reads it: 990,000 rather than 990000.
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 pub fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -93,3 +106,12 @@ pub const JS: &str = r#"(function(){
   ['task.completed','task.failed','task.received','step.processed','step.claimed','step.error','step.resubmitted','task.resumed','task.paused','task.cancelled','task.operated','step.scheduled','task.terminated','task.compensated','delivery.dead']
     .forEach(function(k){ es.addEventListener(k,function(){ if(!timer) timer=setTimeout(refresh,150); }); });
 })();"#;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn counts_are_grouped_by_thousands() {
+        let shown: Vec<String> = [0, 7, 999, 1000, 10_000, 990_000, 1_234_567].into_iter().map(super::count).collect();
+        assert_eq!(shown, ["0", "7", "999", "1,000", "10,000", "990,000", "1,234,567"]);
+    }
+}

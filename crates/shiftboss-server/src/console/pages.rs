@@ -1,7 +1,7 @@
 //! The pages: the overview, the task list with filters and paging, and a task with its steps,
 //! why each waits, its event log, input and output, and the actions an operator may take.
 
-use super::html::{esc, page};
+use super::html::{count, esc, page};
 use super::why::{Context, why};
 use super::{Refused, session};
 use crate::state::AppState;
@@ -37,8 +37,9 @@ pub async fn overview(State(state): State<AppState>, headers: HeaderMap) -> Resu
         let n = counts.iter().find(|(s, _)| *s == st).map_or(0, |(_, n)| *n);
         let _ = write!(
             b,
-            r#"<a class="card" href="/console/tasks?state={0}"><span class="state s-{0}">{0}</span><b>{n}</b></a>"#,
-            st.as_str()
+            r#"<a class="card" href="/console/tasks?state={0}"><span class="state s-{0}">{0}</span><b>{1}</b></a>"#,
+            st.as_str(),
+            count(n)
         );
     }
     b.push_str(r#"</div><p class="muted">Exact counts of the live tables; finished tasks the archiver moved to history are not counted.</p>"#);
@@ -50,10 +51,10 @@ pub async fn overview(State(state): State<AppState>, headers: HeaderMap) -> Resu
             b,
             "<tr><td>{}</td><td>{}</td><td>{age}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&q.agent),
-            q.due,
-            q.later,
-            q.processing,
-            q.error
+            count(q.due),
+            count(q.later),
+            count(q.processing),
+            count(q.error)
         );
     }
     if queues.agents.is_empty() {
