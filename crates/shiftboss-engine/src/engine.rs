@@ -410,6 +410,15 @@ impl Engine {
     /// A reader of the settled events after `after` that match `filter`, `page` at most per read,
     /// woken by this engine's event bell (see [`crate::follow`]).
     pub fn events(&self, filter: EventFilter, after: i64, page: u32) -> EventFollower {
+        let (bell, live) = self.event_bell();
+        // Without a channel, other processes' writes are seen only by polling.
+        let poll = if live { FOLLOW_POLL } else { FOLLOW_POLL / 5 };
+        EventFollower::new(self.inner.store.clone(), bell, filter, after, page, poll)
+    }
+
+    /// The event bell, with the store's due-work channel ringing it too (subscribed once); and
+    /// whether that channel is live.
+    fn event_bell(&self) -> (watch::Receiver<()>, bool) {
         let i = &self.inner;
         let live = i
             .events_channel
@@ -420,9 +429,7 @@ impl Engine {
                 }))
             })
             .is_live();
-        // Without a channel, other processes' writes are seen only by polling.
-        let poll = if live { FOLLOW_POLL } else { FOLLOW_POLL / 5 };
-        EventFollower::new(i.store.clone(), i.events.subscribe(), filter, after, page, poll)
+        (i.events.subscribe(), live)
     }
 
     /// A task's events after the event `after` (none: from its first), in id order, as they are
@@ -508,6 +515,7 @@ impl Engine {
             i.policies.clone(),
             i.metrics.clone(),
         )
+        .with_events(i.events.clone())
     }
 
     /// The client the dispatcher and the alerter send with: the builder's, or the default one
@@ -537,6 +545,7 @@ impl Engine {
             config: self.inner.config.alerts.clone(),
             counters: self.inner.alert_counters.clone(),
             metrics: self.inner.metrics.clone(),
+            bell: Some(self.event_bell().0),
         })
     }
 

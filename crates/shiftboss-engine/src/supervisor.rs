@@ -36,6 +36,10 @@ pub struct Supervisor {
     /// True when the store rings `bell` for every process's queued work: the duties may then
     /// sleep up to `idle_interval` instead of their intervals.
     notified: bool,
+    /// The engine's event bell, rung after a sweep or a reconcile pass that wrote events (a step
+    /// to Error, a task timed out): what follows the log here (the alerter, event streams) reads
+    /// them at once.
+    events: Option<watch::Sender<()>>,
 }
 
 impl Supervisor {
@@ -47,7 +51,19 @@ impl Supervisor {
         metrics: Arc<Metrics>,
     ) -> Self {
         let elector = Elector::new(store.clone(), LEADER_NAME, instance, config.leader_ttl);
-        Supervisor { store, elector, config, policies, metrics, bell: Arc::default(), notified: false }
+        Supervisor { store, elector, config, policies, metrics, bell: Arc::default(), notified: false, events: None }
+    }
+
+    /// The event bell to ring after a pass that wrote events.
+    pub fn with_events(mut self, events: watch::Sender<()>) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    fn ring_events(&self) {
+        if let Some(e) = &self.events {
+            e.send_replace(());
+        }
     }
 
     /// The bell this supervisor listens to, and whether the store's due-work channel rings it.
@@ -112,6 +128,7 @@ impl Supervisor {
             if r.retried + r.gave_up < self.config.batch {
                 if total.retried + total.gave_up > 0 {
                     tracing::info!(retried = total.retried, gave_up = total.gave_up, "supervisor sweep");
+                    self.ring_events();
                 }
                 return Ok((total, Some(swept)));
             }
@@ -131,6 +148,7 @@ impl Supervisor {
         match &r {
             Err(StoreError::NotLeader(_)) => self.elector.forget(),
             Ok(Reconciled { report: r, .. }) if *r != ReconcileReport::default() => {
+                self.ring_events();
                 tracing::info!(
                     waits_ended = r.waits_ended,
                     timed_out = r.timed_out,

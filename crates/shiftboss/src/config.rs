@@ -61,7 +61,9 @@
 //! stuck_after = "1h"               # a running task with no progress this long is reported; "0s": never
 //! stuck_scan = "1m"                # how often running tasks are looked at
 //! call_timeout = "10s"             # one call to a sink's webhook
-//! idle_poll = "10s"                # the longest wait between two reads of a quiet event log
+//! poll = "1s"                      # the wait after a read that found alerts; it doubles while none come
+//! idle_poll = "10s"                # the longest wait between two reads of a quiet event log (a write
+//!                                  # of this process, or work queued by another, wakes it within 100 ms)
 //! queue = 1000                     # alerts a slow sink holds before it drops new ones
 //! [[alerts.sinks]]                 # default: kind = "log" alone; listing sinks replaces it
 //! kind = "log"                     # a warn line on the target shiftboss::alert
@@ -178,6 +180,8 @@ pub struct AlertsSection {
     pub stuck_scan: Option<Duration>,
     #[serde(default, with = "serde_duration::option")]
     pub call_timeout: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub poll: Option<Duration>,
     #[serde(default, with = "serde_duration::option")]
     pub idle_poll: Option<Duration>,
     pub queue: Option<usize>,

@@ -316,3 +316,44 @@ on_both_stores!(
     a_task_without_progress_is_reported_sqlite,
     a_task_without_progress_is_reported_postgres
 );
+
+/// After a quiet spell the alerter reads the log at its poll (here 30 s), but a step that goes to
+/// Error in this process wakes it: the alert is out within seconds, not at the next poll.
+async fn a_quiet_alerter_is_woken_by_a_failure(db: String, logs: &Path) {
+    let (hub, url) = Hub::start().await;
+    let cfg = config(
+        logs,
+        &format!(
+            r#"[alerts]
+stuck_after = "0s"
+poll = "30s"
+idle_poll = "30s"
+[[alerts.sinks]]
+kind = "webhook"
+name = "pager"
+url = "{url}/sink/good"
+"#
+        ),
+    );
+    let mut p = serve(&db, logs, &url, &cfg);
+    p.wait_ready().await;
+    let api = Api::of(&p);
+    register(&api, "order", "/svc/fail").await;
+    // The alerter leads and reads the log (that line, then its first read at once); from here
+    // it sleeps its poll.
+    wait_for("the alerter leads", Duration::from_secs(20), || async { p.log().contains("alerter: leading") }).await;
+    let id = submit(&api, "order", "order-quiet").await;
+    api.wait_state(&id, "failed").await;
+    let failed_at = std::time::Instant::now();
+    wait_for("the alert, well before the 30 s poll", Duration::from_secs(10), || async {
+        hub.received("good").iter().any(|a| a["kind"] == "step.error")
+    })
+    .await;
+    eprintln!("alert out {:?} after the task was seen failed", failed_at.elapsed());
+    drop(p);
+}
+on_both_stores!(
+    a_quiet_alerter_is_woken_by_a_failure,
+    a_quiet_alerter_is_woken_sqlite,
+    a_quiet_alerter_is_woken_postgres
+);

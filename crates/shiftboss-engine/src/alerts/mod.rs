@@ -106,7 +106,14 @@ pub struct Alerter {
     pub(crate) counters: Arc<AlertCounters>,
     /// The supervisor's leader term in this process (0: it does not lead).
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
+    /// The engine's event bell (this process's writes, and the store's due-work channel): a
+    /// quiet alerter reads again soon after it rings, not at its idle poll.
+    pub(crate) bell: Option<watch::Receiver<()>>,
 }
+
+/// After the event bell rings, the alerter reads at most this often: under load the bell rings
+/// for every write, and one read covers them all.
+const BELL_GAP: Duration = Duration::from_millis(100);
 
 /// What a leader holds: where it reads, what it folds, and where the store's cursor stands.
 struct Reading {
@@ -136,6 +143,7 @@ impl Alerter {
         let mut reading: Option<Reading> = None;
         let mut backoff = Duration::from_millis(100);
         let mut failures = crate::throttle::Throttle::new(crate::throttle::EVERY);
+        let mut bell = self.bell.clone();
         loop {
             if *shutdown.borrow() {
                 break;
@@ -156,8 +164,27 @@ impl Alerter {
                     backoff
                 }
             };
+            let turned = Instant::now();
+            let rung = async {
+                match bell.as_mut() {
+                    Some(b) => b.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
+                ok = rung => {
+                    if !ok {
+                        // The engine is gone: the poll alone, from now on.
+                        bell = None;
+                    }
+                    // Something was written: read within the gap, not at the idle poll.
+                    let soon = (turned + BELL_GAP).min(turned + wait);
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(soon) => {}
+                        _ = shutdown.changed() => {}
+                    }
+                }
                 _ = shutdown.changed() => {}
             }
         }

@@ -259,6 +259,9 @@ impl ServeArgs {
         if let Some(x) = fa.queue {
             a.queue = x;
         }
+        if let Some(x) = fa.poll {
+            a.poll = x;
+        }
         if let Some(x) = fa.idle_poll {
             a.idle_poll = x;
         }
