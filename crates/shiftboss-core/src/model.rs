@@ -88,6 +88,11 @@ pub struct StepRecord {
     /// What the worker holding it last said of its progress (a heartbeat's report); cleared by
     /// the next claim.
     pub progress: Option<serde_json::Value>,
+    /// The isolation domain it is routed to (Conductor's taskToDomain): only a worker or
+    /// scheduler serving that domain claims it, until `fallback_at`.
+    pub domain: Option<String>,
+    /// When a step routed to a domain may be claimed by any instance; none for no fallback.
+    pub fallback_at: Option<Timestamp>,
     /// Sent to the remote service on every attempt, so that it can drop duplicates (P4).
     pub idempotency_key: String,
     /// The complete-by window of one claim: the holder must reply within it.

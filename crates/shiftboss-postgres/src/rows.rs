@@ -18,7 +18,7 @@ pub const TASK_COLUMN_COUNT: usize = 15;
 
 pub const STEP_COLUMNS: &str = "id, task_id, name, agent, state, locked_by, complete_by, lease_token, due_at, \
      priority, failure_count, attempts, last_error, input, output, idempotency_key, timeout_ms, config, retry, \
-     created_at, updated_at, bucket, kind, compensates, progress";
+     created_at, updated_at, bucket, kind, compensates, progress, domain, fallback_at";
 
 pub const EVENT_COLUMNS: &str = "id, task_id, step_id, at, kind, level, actor, detail";
 
@@ -109,6 +109,8 @@ pub fn step(row: &Row) -> Result<StepRecord, StoreError> {
         bucket: bucket(row, 21)?,
         compensates: get(row, 23)?,
         progress: opt_json(row, 24, "steps.progress")?,
+        domain: get(row, 25)?,
+        fallback_at: get::<Option<i64>>(row, 26)?.map(Timestamp),
     })
 }
 

@@ -104,6 +104,9 @@ pub struct Step {
     /// What its worker last said of its progress (a heartbeat's report), until the next claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Value>,
+    /// The isolation domain it is routed to: only a worker polling with it takes the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
     /// Sent to the service on every attempt, so that it can drop duplicates.
     pub idempotency_key: String,
     /// The complete-by window of one claim, in milliseconds.
@@ -132,6 +135,7 @@ impl From<StepRecord> for Step {
             input: s.input,
             output: s.output,
             progress: s.progress,
+            domain: s.domain,
             idempotency_key: s.idempotency_key,
             timeout_ms: u64::try_from(s.timeout.as_millis()).unwrap_or(u64::MAX),
             created_at: time(s.created_at),

@@ -384,5 +384,26 @@ async fn timelines_charts_jobs_and_a_rerun_from_a_step() {
     assert!(d.steps.iter().any(|s| s.name == "release" && s.compensates.as_deref() == Some("reserve")));
     let (_, body, _) = send(&router, Method::GET, &page, Some(&cookie), None).await;
     assert!(!body.contains("act?do=compensate"), "not offered twice: {body}");
+
+    // Find: by an exact id (straight to the task), by the start of a key, by a correlation id.
+    let submit = SubmitTask {
+        key: "invoice-77".into(),
+        workflow: "undo".into(),
+        correlation_id: Some("batch-2026-11".into()),
+        input: json!({}),
+        ..SubmitTask::default()
+    };
+    let invoice = engine.submit(submit).await.unwrap().task_id;
+    let (s, _, h) = send(&router, Method::GET, &format!("/console/find?q={failed}"), Some(&cookie), None).await;
+    assert_eq!((s, h[header::LOCATION].to_str().unwrap()), (StatusCode::SEE_OTHER, page.as_str()));
+    let link = |id| format!(r#"<a href="/console/tasks/{id}">{id}</a>"#);
+    for q in ["invoice-", "batch-2026-11", "u-"] {
+        let (s, body, _) = send(&router, Method::GET, &format!("/console/find?q={q}"), Some(&cookie), None).await;
+        assert_eq!(s, StatusCode::OK);
+        let want = if q == "u-" { failed } else { invoice };
+        assert!(body.contains(&link(want)), "{q}: {body}");
+    }
+    let (_, body, _) = send(&router, Method::GET, "/console/find?q=nothing-like-it", Some(&cookie), None).await;
+    assert!(body.contains("No task has this id"), "{body}");
     running.shutdown().await;
 }

@@ -16,7 +16,7 @@ pub const TASK_COLUMN_COUNT: usize = 15;
 
 pub const STEP_COLUMNS: &str = "id, task_id, name, agent, state, locked_by, complete_by, lease_token, due_at, \
      priority, failure_count, attempts, last_error, input, output, idempotency_key, timeout_ms, config, retry, \
-     created_at, updated_at, bucket, kind, compensates, progress";
+     created_at, updated_at, bucket, kind, compensates, progress, domain, fallback_at";
 
 pub const EVENT_COLUMNS: &str = "id, task_id, step_id, at, kind, level, actor, detail";
 
@@ -93,6 +93,8 @@ pub fn step(row: &Row<'_>) -> rusqlite::Result<StepRecord> {
         kind: step_kind(row, 22)?,
         compensates: row.get(23)?,
         progress: opt_json(row, 24, "steps.progress")?,
+        domain: row.get(25)?,
+        fallback_at: row.get::<_, Option<i64>>(26)?.map(Timestamp),
     })
 }
 

@@ -258,6 +258,11 @@ async fn the_console_in_chromium() {
     browser.go(&format!("{base}/console/tasks?state=failed")).await;
     browser.wait_text("order-7", Duration::from_secs(5)).await;
     browser.screenshot("tasks-light").await;
+    // The header's find box, from the keyboard: the start of a key, then Enter.
+    browser.type_in("form.find input[name=q]", "order-\u{E007}").await;
+    let t = browser.wait_text("Find a task", Duration::from_secs(5)).await;
+    assert!(t.contains("order-7") && t.contains("failed"), "{t}");
+    browser.screenshot("find-light").await;
     browser.go(&format!("{base}/console/tasks/{id}")).await;
     let t = browser.wait_text("Why is it not running?", Duration::from_secs(5)).await;
     assert!(t.contains("in Error after 1 attempt") && t.contains("422"), "{t}");

@@ -199,6 +199,8 @@ pub(super) mod tests {
             input: json!({}),
             output: None,
             progress: None,
+            domain: None,
+            fallback_at: None,
             idempotency_key: "key".into(),
             timeout: std::time::Duration::from_secs(1),
             config: json!({}),

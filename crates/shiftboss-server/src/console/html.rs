@@ -38,7 +38,7 @@ pub fn page(title: &str, who: Option<(&str, &str)>, body: &str) -> String {
     if let Some((name, csrf)) = who {
         let _ = write!(
             nav,
-            r#"<nav><a href="/">Overview</a><a href="/console/tasks">Tasks</a><a href="/console/workflows">Workflows</a><a href="/console/jobs">Jobs</a><a href="/console/deliveries">Deliveries</a><span class="who">{}</span>
+            r#"<nav><a href="/">Overview</a><a href="/console/tasks">Tasks</a><a href="/console/workflows">Workflows</a><a href="/console/jobs">Jobs</a><a href="/console/deliveries">Deliveries</a><form class="find" method="get" action="/console/find" role="search"><input name="q" placeholder="Find a task: id, key, correlation id" aria-label="Find a task" size="32"></form><span class="who">{}</span>
 <form method="post" action="/console/logout"><input type="hidden" name="csrf" value="{}"><button class="link">Sign out</button></form></nav>"#,
             esc(name),
             esc(csrf)
@@ -59,7 +59,7 @@ pub const CSS: &str = r#":root{--bg:#fbfbfa;--fg:#1d2327;--muted:#5f6b73;--line:
 *{box-sizing:border-box}body{margin:0;background:var(--bg);color:var(--fg);font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif}
 header{display:flex;align-items:center;gap:1.5rem;padding:.7rem 1.5rem;border-bottom:1px solid var(--line);background:var(--card)}
 .brand{font-weight:600;color:var(--fg);text-decoration:none}nav{display:flex;align-items:center;gap:1rem;flex:1}nav .who{margin-left:auto;color:var(--muted)}
-nav form{margin:0}a{color:var(--accent)}main{padding:1.2rem 1.5rem;max-width:1200px}
+nav form{margin:0}nav form.find input{font-size:.9rem}a{color:var(--accent)}main{padding:1.2rem 1.5rem;max-width:1200px}
 h1{font-size:1.35rem;margin:.2rem 0 1rem}h2{font-size:1.05rem;margin:1.4rem 0 .5rem}
 table{border-collapse:collapse;width:100%;background:var(--card);border:1px solid var(--line)}th,td{text-align:left;padding:.35rem .6rem;border-bottom:1px solid var(--line);vertical-align:top}
 th{font-weight:600;color:var(--muted);font-size:.85rem}code,pre{font:13px/1.4 ui-monospace,Menlo,Consolas,monospace}pre{background:var(--card);border:1px solid var(--line);padding:.6rem;overflow:auto;max-height:20rem}

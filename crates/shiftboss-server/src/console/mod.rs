@@ -14,6 +14,7 @@ mod actions;
 mod bulk;
 pub mod charts;
 mod deliveries;
+mod find;
 pub mod html;
 mod jobs;
 pub mod pages;
@@ -39,6 +40,7 @@ pub fn router() -> Router<AppState> {
         .route("/console/login", get(login_page).post(login))
         .route("/console/logout", post(logout))
         .route("/console/tasks", get(pages::tasks))
+        .route("/console/find", get(find::find))
         .route("/console/tasks/{id}", get(pages::task))
         .route("/console/tasks/{id}/act", get(actions::confirm).post(actions::act))
         .route("/console/bulk", get(bulk::dry_run).post(bulk::act))

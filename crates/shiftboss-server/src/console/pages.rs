@@ -230,7 +230,7 @@ fn title(a: &str) -> String {
     c.next().map(|f| f.to_uppercase().collect::<String>() + c.as_str()).unwrap_or_default()
 }
 
-fn row(b: &mut String, t: &TaskRecord) {
+pub fn row(b: &mut String, t: &TaskRecord) {
     let _ = write!(
         b,
         r#"<tr><td><a href="/console/tasks/{0}">{0}</a></td><td>{1}</td><td>{2} v{3}</td><td>{4}</td><td>{5}</td><td>{6}</td></tr>"#,

@@ -101,6 +101,22 @@ pub fn why(step: &StepRecord, cx: &Context<'_>) -> Option<String> {
     if !cx.served {
         return Some(format!("no live worker or scheduler serves agent type \"{}\"", step.agent));
     }
+    if let Some(d) = &step.domain {
+        match step.fallback_at {
+            Some(at) if at.0 <= cx.now.0 => {}
+            Some(at) => {
+                return Some(format!(
+                    "it is routed to domain \"{d}\": only a worker or scheduler serving that domain takes it until {}, then any instance may",
+                    t(at)
+                ));
+            }
+            None => {
+                return Some(format!(
+                    "it is routed to domain \"{d}\": only a worker or scheduler serving that domain takes it (poll with domain \"{d}\")"
+                ));
+            }
+        }
+    }
     if let Some(c) = cx.circuit {
         return Some(format!("it is due; {}", circuit_words(c, cx.now)));
     }
@@ -181,6 +197,8 @@ mod tests {
             input: serde_json::json!({}),
             output: None,
             progress: None,
+            domain: None,
+            fallback_at: None,
             idempotency_key: "i".into(),
             timeout: Duration::from_secs(5),
             config: serde_json::json!({}),
@@ -259,6 +277,15 @@ mod tests {
         assert!(w.contains("attempt 2 on s-1") && w.contains("circuit is open"), "{w}");
         let probing = Context { circuit: Some(CircuitView::Probing), ..cx(&running) };
         assert!(why(&busy, &probing).unwrap().contains("one call is out as the probe"));
+
+        let routed = StepRecord { domain: Some("eu-west".into()), ..step(StepState::Pending) };
+        let w = why(&routed, &cx(&running)).unwrap();
+        assert!(w.contains("routed to domain \"eu-west\"") && w.contains("poll with domain"), "{w}");
+        let falls_back = StepRecord { fallback_at: Some(Timestamp(9_000)), ..routed.clone() };
+        let w = why(&falls_back, &cx(&running)).unwrap();
+        assert!(w.contains(&format!("until {}, then any instance may", Timestamp(9_000))), "{w}");
+        let fallen_back = StepRecord { fallback_at: Some(Timestamp(1_000)), ..routed };
+        assert!(why(&fallen_back, &cx(&running)).unwrap().contains("waits for a scheduler"), "past its fallback");
 
         assert!(why(&step(StepState::Pending), &cx(&running)).unwrap().contains("waits for a scheduler"));
         assert_eq!(why(&step(StepState::Processed), &cx(&running)), None);

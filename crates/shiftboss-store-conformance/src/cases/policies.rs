@@ -33,8 +33,12 @@ pub async fn a_domain_step_goes_only_to_its_domain_until_the_fallback<F: Fixture
     h.submit("g2", "gpu", 0).await;
     let got = h.store.claim_due_steps(claim_params("gpu-1", &["gpu"], vec![])).await.unwrap();
     assert_eq!(got.len(), 2, "the gpu scheduler takes both render steps");
-    h.submit("g3", "gpu", 0).await;
+    let g3 = h.submit("g3", "gpu", 0).await;
     assert!(h.store.claim_due_steps(claim_params("cpu", &[], vec![])).await.unwrap().is_empty());
+    // The step's row says where it is routed and until when, for an operator's "why".
+    let render = h.step_named(g3, "render").await;
+    assert_eq!(render.domain.as_deref(), Some("gpu"));
+    assert_eq!(render.fallback_at, Some(h.now().plus(secs(10))));
     h.advance(secs(10));
     let got = h.store.claim_due_steps(claim_params("cpu", &[], vec![])).await.unwrap();
     assert_eq!(got.len(), 1, "after the fallback anyone may");
