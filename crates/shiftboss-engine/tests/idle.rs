@@ -305,6 +305,11 @@ impl Store for Counting {
         self.inner.step_logs(step).await
     }
 
+    async fn count_events(&self, p: CountEvents) -> Result<EventCounts> {
+        self.count("count_events");
+        self.inner.count_events(p).await
+    }
+
     async fn create_subscription(&self, p: NewSubscription) -> Result<SubscriptionRecord> {
         self.count("create_subscription");
         self.inner.create_subscription(p).await

@@ -63,6 +63,7 @@ pub mod migrate;
 mod next;
 mod planner;
 mod query;
+mod rates;
 mod reconcile;
 mod replication;
 mod replies;
@@ -790,5 +791,10 @@ impl Store for PostgresStore {
 
     async fn step_logs(&self, step: shiftboss_core::StepId) -> Result<Vec<EventRecord>> {
         self.read(async |c| step_logs::read(c, step).await).await
+    }
+
+    async fn count_events(&self, p: CountEvents) -> Result<EventCounts> {
+        p.validate()?;
+        self.read(async |c| rates::count(c, &p).await).await
     }
 }

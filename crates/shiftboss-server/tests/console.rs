@@ -328,7 +328,7 @@ async fn timelines_charts_jobs_and_a_rerun_from_a_step() {
     assert!(body.contains(r#"last progress report: <code>{&quot;copied&quot;:3}</code>"#), "{body}");
     assert!(body.contains("log from worker:w9: copying &lt;3 of 10&gt;"), "escaped, in words: {body}");
     let (_, body, _) = send(&router, Method::GET, "/", Some(&cookie), None).await;
-    assert!(body.contains("Steps and errors per second (this process)"), "{body}");
+    assert!(body.contains("Steps and errors per second (the whole deployment)"), "{body}");
     open.store(false, Ordering::SeqCst);
 
     // Jobs: searched by handler, state and error text; the given-up ones resubmitted after a dry run.

@@ -25,6 +25,7 @@ pub mod open;
 #[cfg(test)]
 mod plans;
 mod query;
+mod rates;
 mod reconcile;
 mod replies;
 mod rows;
@@ -532,6 +533,11 @@ impl Store for SqliteStore {
 
     async fn step_logs(&self, step: shiftboss_core::StepId) -> Result<Vec<EventRecord>> {
         self.read(move |c| step_logs::read(c, step)).await
+    }
+
+    async fn count_events(&self, p: CountEvents) -> Result<EventCounts> {
+        p.validate()?;
+        self.read(move |c| rates::count(c, &p)).await
     }
 
     /// This process's commits ring through the writer; other processes' through the file's wake.

@@ -232,6 +232,9 @@ macro_rules! conformance_suite {
             cursors {
                 a_cursor_is_kept_and_only_moves_forward,
             }
+            rates {
+                events_are_counted_by_kind_between_reads,
+            }
             worker_notes {
                 a_heartbeats_progress_is_kept_until_the_next_claim,
                 log_lines_are_step_events_in_order,

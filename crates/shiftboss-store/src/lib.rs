@@ -19,6 +19,7 @@ pub mod lapse;
 pub mod listing;
 pub mod params;
 pub mod queues;
+pub mod rates;
 pub mod replication;
 pub mod step_logs;
 pub mod stream;
@@ -35,6 +36,7 @@ pub use jobs::*;
 pub use listing::*;
 pub use params::*;
 pub use queues::{AgentQueue, QueueStats};
+pub use rates::{CountEvents, EventCounts};
 pub use replication::Replication;
 pub use step_logs::StepLogs;
 pub use stream::{EventCursor, EventFence, EventFilter, EventsRead, ReadEvents, StreamEvent};
@@ -339,4 +341,7 @@ pub trait Store: Send + Sync + 'static {
     /// A step's log lines (its `step.log` events, live or archived), the oldest first, at most
     /// [`step_logs::MAX_LOG_LINES_READ`].
     async fn step_logs(&self, step: StepId) -> Result<Vec<EventRecord>>;
+
+    /// How many events of each kind the log gained since the previous read (see [`rates`]).
+    async fn count_events(&self, p: CountEvents) -> Result<EventCounts>;
 }

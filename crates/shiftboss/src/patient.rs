@@ -273,6 +273,9 @@ impl Store for Patient {
     async fn step_logs(&self, step: shiftboss_core::StepId) -> Result<Vec<EventRecord>> {
         patiently!(self, "reading step logs", self.inner.step_logs(step))
     }
+    async fn count_events(&self, p: CountEvents) -> Result<EventCounts> {
+        patiently!(self, "counting events", self.inner.count_events(p.clone()))
+    }
     async fn read_events(&self, p: ReadEvents) -> Result<EventsRead> {
         patiently!(self, "reading events", self.inner.read_events(p.clone()))
     }

@@ -1,39 +1,48 @@
-//! The overview's charts: steps completed and errors per second in this process, sampled from the
-//! engine's counters every ten seconds for the last fifteen minutes. Kept in memory: a restart
-//! starts them again, and another process's work shows on its own console.
+//! The overview's charts: steps completed and errors per second across the whole deployment,
+//! from the event log (every process's work is in it): every ten seconds the sampler counts the
+//! events of those kinds the log gained (`Store::count_events`), for the last fifteen minutes. The
+//! sampler runs while someone looks: the first overview starts it, and it stops after fifteen
+//! minutes without one (a later overview starts it again, with a gap in the lines).
 
 use super::html::esc;
 use crate::state::AppState;
+use shiftboss_store::event_kind as ev;
+use shiftboss_store::{CountEvents, Store};
 use std::collections::VecDeque;
 use std::fmt::Write;
-use std::sync::{Arc, Mutex, Once, Weak};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 /// How often a point is taken.
 const EVERY: Duration = Duration::from_secs(10);
 /// How many points are kept (fifteen minutes).
 const KEEP: usize = 91;
+/// The sampler stops after this long without an overview.
+const UNWATCHED: Duration = Duration::from_secs(15 * 60);
+
+/// A step ended well.
+const COMPLETED: [&str; 1] = [ev::STEP_PROCESSED];
+/// A step went to Error, an attempt failed, a lease lapsed, a due attempt went unclaimed.
+const ERRORS: [&str; 4] = [ev::STEP_ERROR, ev::STEP_FAILED, ev::STEP_EXPIRED, ev::STEP_UNCLAIMED];
 
 #[derive(Debug, Clone, Copy)]
 struct Sample {
     /// Milliseconds since the epoch.
     at: i64,
-    /// Steps this process's scheduler and remote replies completed, in all.
+    /// Steps completed in the deployment since the sampler started.
     completed: u64,
-    /// Permanent errors, failed attempts and lapsed leases, in all.
+    /// Errors in the deployment since the sampler started.
     errors: u64,
 }
 
 /// The points, and whether the sampler runs.
+#[derive(Default)]
 pub struct Samples {
     points: Mutex<VecDeque<Sample>>,
-    started: Once,
-}
-
-impl Default for Samples {
-    fn default() -> Self {
-        Samples { points: Mutex::default(), started: Once::new() }
-    }
+    running: AtomicBool,
+    /// When an overview last asked for the charts, in milliseconds since the epoch.
+    viewed: AtomicI64,
 }
 
 impl Samples {
@@ -50,33 +59,66 @@ impl Samples {
     }
 }
 
-fn sample(engine: &shiftboss_engine::Engine) -> Sample {
-    let m = engine.metrics();
-    let at = std::time::SystemTime::now()
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let completed = m.completed.saturating_add(m.remote_replies);
-    Sample { at, completed, errors: m.permanent_errors.saturating_add(m.failed).saturating_add(m.expired) }
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// Starts the sampler the first time a console page asks for the charts. It stops once the
+/// Counts what the log gained since `after`; the new mark, and the sample after `last`.
+async fn sample(store: &dyn Store, after: Option<i64>, last: Sample) -> Option<(i64, Sample)> {
+    let kinds = COMPLETED.iter().chain(&ERRORS).map(|k| (*k).to_owned()).collect();
+    match store.count_events(CountEvents { after, kinds }).await {
+        Ok(c) => {
+            let completed = COMPLETED.iter().map(|k| c.of(k)).sum::<u64>();
+            let errors = ERRORS.iter().map(|k| c.of(k)).sum::<u64>();
+            let s = Sample { at: now_ms(), completed: last.completed + completed, errors: last.errors + errors };
+            Some((c.upto, s))
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "console charts: counting events failed; the point is skipped");
+            None
+        }
+    }
+}
+
+/// Starts the sampler if it does not run. It stops once nobody looked for a while, or once the
 /// server's state (which alone holds the points) is gone.
 pub fn ensure_started(state: &AppState) {
     let samples = state.charts.clone();
-    samples.started.call_once(|| {
-        samples.take(sample(&state.engine));
-        let weak: Weak<Samples> = Arc::downgrade(&samples);
-        let engine = state.engine.clone();
+    samples.viewed.store(now_ms(), Ordering::Relaxed);
+    if samples.running.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    samples.points.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    let weak: Weak<Samples> = Arc::downgrade(&samples);
+    let store = state.store().clone();
+    tokio::spawn(async move {
+        let zero = Sample { at: now_ms(), completed: 0, errors: 0 };
+        let mut mark = sample(store.as_ref(), None, zero).await.map(|(upto, _)| upto);
+        if let Some(s) = weak.upgrade() {
+            s.take(zero);
+        }
+        let mut last = zero;
         let mut tick = tokio::time::interval(EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tokio::spawn(async move {
+        tick.tick().await;
+        loop {
             tick.tick().await;
-            loop {
-                tick.tick().await;
-                let Some(samples) = weak.upgrade() else { return };
-                samples.take(sample(&engine));
+            let Some(samples) = weak.upgrade() else { return };
+            if now_ms() - samples.viewed.load(Ordering::Relaxed) > UNWATCHED.as_millis() as i64 {
+                samples.running.store(false, Ordering::Release);
+                return;
             }
-        });
+            // Without a first mark (the store was away), the first count only sets one.
+            if let Some((upto, s)) = sample(store.as_ref(), mark, last).await {
+                if mark.is_some() {
+                    samples.take(s);
+                    last = s;
+                }
+                mark = Some(upto);
+            }
+        }
     });
 }
 
@@ -99,7 +141,7 @@ fn rates(points: &[Sample]) -> Vec<(f64, f64, f64)> {
 pub fn render(b: &mut String, state: &AppState) {
     ensure_started(state);
     let r = rates(&state.charts.points());
-    b.push_str("<h2>Steps and errors per second (this process)</h2>");
+    b.push_str("<h2>Steps and errors per second (the whole deployment)</h2>");
     if r.is_empty() {
         b.push_str(r#"<p class="muted">Collecting: a point every 10 s, the first within 10 s of this page.</p>"#);
         return;
@@ -107,7 +149,7 @@ pub fn render(b: &mut String, state: &AppState) {
     chart(b, "steps completed / s", "", r.iter().map(|(ago, c, _)| (*ago, *c)).collect());
     chart(
         b,
-        "errors / s (permanent, failed attempts, lapsed leases)",
+        "errors / s (in Error, failed attempts, lapsed leases, unclaimed)",
         " errors",
         r.iter().map(|(ago, _, e)| (*ago, *e)).collect(),
     );

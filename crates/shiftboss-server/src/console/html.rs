@@ -81,7 +81,7 @@ ol.steps{list-style:none;margin:0;padding:0}ol.steps>li+li::before{content:"\219
 .node.st-processed{border-left-color:var(--ok)}.node.st-error{border-left-color:var(--bad)}.node.st-pending,.node.st-processing{border-left-color:var(--accent)}
 .node.st-cancelled{border-left-color:var(--warn)}.node.st-none{opacity:.55}
 details.timeline{margin:.3rem 0}details.timeline ol{margin:.3rem 0 .6rem;padding-left:1.4rem}details.timeline li{margin:.15rem 0}
-.chart{display:inline-block;margin:0 1.2rem .6rem 0}.chart svg{display:block;background:var(--card);border:1px solid var(--line)}
+.chart{display:inline-block;vertical-align:top;margin:0 1.2rem .6rem 0}.chart svg{display:block;background:var(--card);border:1px solid var(--line)}
 .chart polyline{fill:none;stroke:var(--accent);stroke-width:1.5}.chart circle{fill:var(--accent)}.chart line{stroke:var(--line)}
 .chart.errors polyline{stroke:var(--bad)}.chart.errors circle{fill:var(--bad)}.chart .cap{font-size:.85rem;color:var(--muted);max-width:360px}
 "#;

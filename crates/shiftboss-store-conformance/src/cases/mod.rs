@@ -20,6 +20,7 @@ pub mod paging;
 pub mod policies;
 pub mod query;
 pub mod queues;
+pub mod rates;
 pub mod reconcile;
 pub mod register;
 pub mod release;
