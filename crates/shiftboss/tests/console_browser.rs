@@ -2,7 +2,9 @@
 //! and `chromium-driver`) driven over W3C WebDriver, against a real `shiftboss serve` on SQLite.
 //! Pages refuse a visitor without a session; sign in; see a failed task and why it failed;
 //! resubmit it through the confirmation; see it complete without reloading; an action without
-//! the CSRF token is refused. Screenshots of the pages, light and dark, go to
+//! the CSRF token is refused; "why" in words for six reasons across eight live pages in a row;
+//! a bulk retry after its dry run; the overview with a million finished tasks. Screenshots of the
+//! pages, light and dark, go to
 //! `target/console-screenshots/` (CI keeps that directory).
 //!
 //! The WebDriver calls are plain JSON over HTTP (reqwest, already here): the handful this test
@@ -14,7 +16,7 @@ use axum::Router;
 use axum::http::StatusCode as AxStatus;
 use axum::routing::post;
 use base64::Engine as _;
-use common::{Serve, test_db, under_ci};
+use common::{Serve, test_db, under_ci, wait_for};
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -475,4 +477,134 @@ async fn the_overview_with_a_million_finished_tasks() {
     browser.go(&format!("{base}/")).await;
     browser.screenshot("overview-million-light").await;
     drop(p);
+}
+
+/// A service for the "why" test: `/flaky` answers 503 (a transient fault), `/decline` 422 until
+/// it is opened, anything else 200.
+async fn moody(open: Arc<AtomicBool>) -> String {
+    let app = Router::new().route(
+        "/{what}",
+        post(move |axum::extract::Path(what): axum::extract::Path<String>| {
+            let open = open.clone();
+            async move {
+                match what.as_str() {
+                    "flaky" => (AxStatus::SERVICE_UNAVAILABLE, "{}"),
+                    "decline" if !open.load(Ordering::SeqCst) => (AxStatus::UNPROCESSABLE_ENTITY, "{}"),
+                    _ => (AxStatus::OK, "{}"),
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+/// "Why is this step not running?" in the browser for six different reasons (a signal awaited, a
+/// retry due later after a failure, no live worker for a remote agent type, a paused task, a step
+/// in Error, a step routed to a domain), then a bulk retry of a filtered list after its dry run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn why_in_words_and_a_bulk_retry_in_chromium() {
+    let Some(browser) = Browser::start().await else { return };
+    let open = Arc::new(AtomicBool::new(false));
+    let service = moody(open.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db").display().to_string();
+    let mut p =
+        Serve::new(db, "console-why").service(&service).api().arg("--remote-agent").arg("ship").spawn(dir.path());
+    p.wait_ready().await;
+    let api = common::api::Api::of(&p);
+    let base = api.base.clone();
+    for flow in [
+        json!({"name": "hold", "steps": [{"name": "approval", "kind": "wait", "signal": "approve"}]}),
+        json!({"name": "retrying", "steps": [{"name": "charge", "agent": "svc", "config": {"url": "/flaky"},
+               "timeout": "1s", "retry": {"kind": "fixed", "delay": "1h", "max_failures": 5}}]}),
+        json!({"name": "ship", "steps": [{"name": "send", "agent": "ship"}]}),
+        json!({"name": "decline", "steps": [{"name": "charge", "agent": "svc", "config": {"url": "/decline"}}]}),
+    ] {
+        let (s, v) = api.post("/v1/workflows", flow).await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    let submit = |key: &str, workflow: &str, extra: Value| {
+        let mut body = json!({"key": key, "workflow": workflow, "input": {}});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let api = &api;
+        async move {
+            let (s, v) = api.post("/v1/tasks", body).await;
+            assert_eq!(s, StatusCode::CREATED, "{v}");
+            v["id"].as_str().unwrap().to_owned()
+        }
+    };
+    let hold = submit("hold-1", "hold", json!({})).await;
+    let retrying = submit("retry-1", "retrying", json!({})).await;
+    let unserved = submit("ship-1", "ship", json!({})).await;
+    let paused = submit("ship-2", "ship", json!({})).await;
+    let (s, v) = api.post(&format!("/v1/tasks/{paused}/pause"), json!({"reason": "fraud check"})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let declined = [submit("decline-1", "decline", json!({})).await, submit("decline-2", "decline", json!({})).await];
+    for id in &declined {
+        api.wait_state(id, "failed").await;
+    }
+    wait_for("the flaky charge failed once", Duration::from_secs(20), || async {
+        api.get(&format!("/v1/tasks/{retrying}")).await.1["steps"][0]["failure_count"] == 1
+    })
+    .await;
+
+    browser.go(&format!("{base}/console/login")).await;
+    browser.type_in("input[name=token]", &api.token).await;
+    browser.click("form button").await;
+    browser.wait_text("Tasks by state", Duration::from_secs(10)).await;
+    // Eight live pages in a row (each follows an event stream): a page left behind must give its
+    // stream back, or the browser's six connections to the server run out and the next page
+    // waits about a minute for one.
+    let pages = Instant::now();
+    let reasons = [
+        (&hold, "waiting for signal \"approve\""),
+        (&retrying, "after its 1st failure"),
+        (&unserved, "no live worker or scheduler serves agent type \"ship\""),
+        (&paused, "its task is paused by admin"),
+        (&declined[0], "it is in Error after 1 attempt"),
+    ];
+    for (id, words) in reasons {
+        browser.go(&format!("{base}/console/tasks/{id}")).await;
+        let t = browser.wait_text("Why is it not running?", Duration::from_secs(5)).await;
+        assert!(t.contains(words), "task {id}: {words:?} in\n{t}");
+    }
+    browser.screenshot("why-paused-light").await;
+    // A sixth: routed to a domain no worker serves (a worker polled without it, so the type is served).
+    let routed = submit("ship-3", "ship", json!({"domains": {"ship": "eu"}})).await;
+    let (s, v) =
+        api.post("/v1/agents/poll", json!({"agents": ["ship"], "worker": "w1", "capacity": 1, "wait_ms": 0})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    browser.go(&format!("{base}/console/tasks/{routed}")).await;
+    let t = browser.wait_text("Why is it not running?", Duration::from_secs(5)).await;
+    assert!(t.contains("routed to domain \"eu\""), "{t}");
+    browser.screenshot("why-domain-light").await;
+    browser.go(&format!("{base}/console/tasks/{hold}")).await;
+    browser.wait_text("waiting for signal", Duration::from_secs(5)).await;
+    assert!(pages.elapsed() < Duration::from_secs(20), "eight pages took {:?}", pages.elapsed());
+    browser.go(&format!("{base}/console/tasks/{paused}")).await;
+
+    // Bulk: the failed tasks of one workflow, counted first, then retried.
+    browser.go(&format!("{base}/console/workflows")).await;
+    browser.go(&format!("{base}/console/workflows")).await;
+    browser.go(&format!("{base}/console/tasks?state=failed&workflow=decline")).await;
+    browser.wait_text("decline-2", Duration::from_secs(5)).await;
+    browser.click("a[href^='/console/bulk?do=retry']").await;
+    let t = browser.wait_text("Nothing has changed yet", Duration::from_secs(5)).await;
+    assert!(t.contains("Dry run: 2 live tasks match"), "{t}");
+    browser.screenshot("bulk-dry-run-light").await;
+    for id in &declined {
+        assert_eq!(api.get(&format!("/v1/tasks/{id}")).await.1["state"], "failed", "a dry run changes nothing");
+    }
+    open.store(true, Ordering::SeqCst);
+    browser.type_in("input[name=reason]", "the gateway is back").await;
+    browser.click("button.danger").await;
+    let t = browser.wait_text("acted on", Duration::from_secs(5)).await;
+    assert!(t.contains("2 tasks acted on, 0 refused"), "{t}");
+    for id in &declined {
+        api.wait_state(id, "completed").await;
+    }
+    p.terminate();
 }

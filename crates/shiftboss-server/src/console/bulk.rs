@@ -26,6 +26,25 @@ fn command(name: &str) -> Option<BulkCommand> {
     })
 }
 
+/// What the action does to each task, for its confirmation.
+fn describe(cmd: &BulkCommand) -> &'static str {
+    match cmd {
+        BulkCommand::Retry => {
+            "Each failed task runs its steps in Error again (a failed compensation goes on compensating)."
+        }
+        BulkCommand::Resubmit => "Each task's steps in Error go back to Pending with their failure counts reset.",
+        BulkCommand::Cancel => {
+            "Each task's live steps are cancelled, and its completed steps compensated if its workflow says so."
+        }
+    }
+}
+
+/// "Retry" for "retry".
+fn title(a: &str) -> String {
+    let mut c = a.chars();
+    c.next().map(|f| f.to_uppercase().collect::<String>() + c.as_str()).unwrap_or_default()
+}
+
 #[derive(Deserialize)]
 pub struct Which {
     #[serde(rename = "do")]
@@ -60,11 +79,12 @@ pub async fn dry_run(
     let csrf = esc(&s.csrf);
     let hidden = hidden_of(&w.list);
     let back = esc(&query_of(&w.list));
+    let (heading, what) = (esc(&title(&w.action)), describe(&cmd));
     let body = format!(
-        r#"<h1>{action} every matching task?</h1><p>Dry run: <b data-count>{n}</b> live {tasks} {matches}{more}. Nothing has changed yet.</p>
+        r#"<h1>{heading} every matching task?</h1><p>{what}</p><p>Dry run: <b data-count>{n}</b> live {tasks} {matches}{more}. Nothing has changed yet.</p>
 <form method="post" action="/console/bulk" class="filters"><input type="hidden" name="csrf" value="{csrf}">
 <input type="hidden" name="do" value="{action}">{hidden}
-<label>Reason<input name="reason" required size="40"></label><button class="danger">{action} {n} {tasks}</button>
+<label>Reason<input name="reason" required size="40"></label><button class="danger">{heading} {n} {tasks}</button>
 <a href="/console/tasks?{back}">Back</a></form>"#
     );
     Ok(Html(page("Bulk action", who, &body)))

@@ -103,6 +103,10 @@ pub const JS: &str = r#"(function(){
     var d=new DOMParser().parseFromString(t,'text/html'), fresh=d.querySelector('[data-live]'), old=document.querySelector('[data-live]');
     if(fresh&&old){ old.replaceWith(fresh); } }); }
   es.onmessage=function(){}; es.addEventListener('error',function(){});
+  // A browser holds few connections per server (six over HTTP/1.1): a page left for another
+  // gives its stream back, and one brought back from the history cache loads afresh.
+  window.addEventListener('pagehide',function(){ es.close(); if(timer){ clearTimeout(timer); timer=null; } });
+  window.addEventListener('pageshow',function(e){ if(e.persisted) location.reload(); });
   ['task.completed','task.failed','task.received','step.processed','step.claimed','step.error','step.resubmitted','task.resumed','task.paused','task.cancelled','task.operated','step.scheduled','task.terminated','task.compensated','delivery.dead']
     .forEach(function(k){ es.addEventListener(k,function(){ if(!timer) timer=setTimeout(refresh,150); }); });
 })();"#;
