@@ -223,7 +223,7 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, shiftboss_sqlite::SCHEMA_VERSION);
-    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 18);
+    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 19);
     // Migration 15: history's events are indexed by id, for event streams that resume from an id.
     let by_id: i64 = c
         .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'events_history_id'", [], |r| {
@@ -262,7 +262,11 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     // Migration 18: the steps' claim timeout and deadline, in history too, and their sweep's index.
     let steps: Vec<String> = columns(&c, "steps");
     assert_eq!(steps, columns(&c, "steps_history"), "history keeps the steps' columns, in order");
-    assert!(steps.ends_with(&["claim_timeout_ms".to_owned(), "deadline_at".to_owned()]), "{steps:?}");
+    let last = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert!(steps.ends_with(&last(&["claim_timeout_ms", "deadline_at", "progress"])), "{steps:?}");
+    // Migration 19: a heartbeat's progress on the step (above), and the API's documents, empty.
+    let documents: i64 = c.query_row("SELECT count(*) FROM documents", [], |r| r.get(0)).unwrap();
+    assert_eq!(documents, 0);
     let claim_by: i64 = c
         .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'steps_claim_by'", [], |r| {
             r.get(0)
