@@ -26,6 +26,18 @@ fn tree(t: &Tx<'_>, table: &str, root: TaskId) -> Result<Vec<i64>, StoreError> {
     ids.collect::<Result<_, _>>().map_err(map_err)
 }
 
+/// Whether any of these tasks has not ended.
+fn any_live(t: &Tx<'_>, ids: &[i64]) -> Result<bool, StoreError> {
+    let live: i64 =
+        t.tx.prepare_cached(
+            "SELECT count(*) FROM tasks WHERE id IN (SELECT value FROM json_each(?1))
+               AND state IN ('running', 'paused', 'compensating')",
+        )
+        .and_then(|mut st| st.query_row([json!(ids).to_string()], |r| r.get(0)))
+        .map_err(map_err)?;
+    Ok(live > 0)
+}
+
 /// Moves the rows of tasks `ids` (a JSON array) from one set of tables to the other; returns the
 /// (tasks, steps, events) moved.
 fn move_rows(t: &Tx<'_>, ids: &str, to_history: bool) -> Result<(u64, u64, u64), StoreError> {
@@ -78,14 +90,7 @@ pub fn archive(t: &Tx<'_>, p: &Archive) -> Result<ArchiveReport, StoreError> {
     for root in &roots {
         let tree = tree(t, "tasks", TaskId(*root))?;
         // A finished task's children have ended too; should one not have, the tree waits.
-        let live: i64 =
-            t.tx.prepare_cached(
-                "SELECT count(*) FROM tasks WHERE id IN (SELECT value FROM json_each(?1))
-                   AND state IN ('running', 'paused', 'compensating')",
-            )
-            .and_then(|mut st| st.query_row([json!(tree).to_string()], |r| r.get(0)))
-            .map_err(map_err)?;
-        if live == 0 {
+        if !any_live(t, &tree)? {
             ids.extend(tree);
         }
     }
@@ -247,14 +252,7 @@ pub fn archive_task(t: &Tx<'_>, p: &shiftboss_store::ArchiveTask) -> Result<Arch
         return Err(StoreError::Conflict(format!("task {id} is {state}: only a finished task moves to history")));
     }
     let tree = tree(t, "tasks", id)?;
-    let live: i64 =
-        t.tx.prepare_cached(
-            "SELECT count(*) FROM tasks WHERE id IN (SELECT value FROM json_each(?1))
-               AND state IN ('running', 'paused', 'compensating')",
-        )
-        .and_then(|mut st| st.query_row([json!(tree).to_string()], |r| r.get(0)))
-        .map_err(map_err)?;
-    if live > 0 {
+    if any_live(t, &tree)? {
         return Err(StoreError::Conflict(format!("task {id} has a child that still runs")));
     }
     for member in &tree {
