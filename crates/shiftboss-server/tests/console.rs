@@ -193,6 +193,7 @@ async fn sign_in_see_why_a_task_failed_and_resubmit_it() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(said.contains("waiting for signal &quot;approve&quot;"), "the page names the signal it waits for");
+    assert!(said.contains("act?do=signal"), "a live wait: the signal is offered");
     let (s, _, _) =
         send(&router, Method::POST, &act, Some(&cookie), Some(format!("do=signal&name=approve&reason=ok&csrf={csrf}")))
             .await;
@@ -315,6 +316,7 @@ async fn timelines_charts_jobs_and_a_rerun_from_a_step() {
     let d = store.get_task(stalled).await.unwrap().unwrap();
     let by = d.steps[0].complete_by.expect("it runs");
     assert!(body.contains(&format!(r#"<time data-at="{}">"#, by.0)), "{body}");
+    assert!(body.contains("act?do=pause") && !body.contains("act?do=signal"), "no wait: no signal to send: {body}");
     // Its worker's progress report and a log line, on its timeline.
     let (step, lease_token) = (d.steps[0].id, d.steps[0].lease_token);
     let beat = shiftboss_store::ExtendLease { step_id: step, lease_token, progress: Some(json!({"copied": 3})) };

@@ -44,8 +44,19 @@ fn offered(d: &TaskDetail) -> Vec<&'static str> {
     if errors {
         out.push("resubmit");
     }
+    // A signal ends a wait: offered while a wait step is live.
+    let waits = d.steps.iter().any(|s| {
+        s.kind == shiftboss_core::workflow::StepKind::Wait
+            && matches!(s.state, StepState::Pending | StepState::Processing)
+    });
     match d.task.state {
-        TaskState::Running | TaskState::Compensating => out.extend(["pause", "cancel", "terminate", "signal", "skip"]),
+        TaskState::Running | TaskState::Compensating => {
+            out.extend(["pause", "cancel", "terminate"]);
+            if waits {
+                out.push("signal");
+            }
+            out.push("skip");
+        }
         TaskState::Paused => out.extend(["resume", "cancel", "terminate", "rerun"]),
         TaskState::Failed => out.extend(["retry", "cancel", "terminate", "rerun"]),
         TaskState::Completed | TaskState::Cancelled | TaskState::Compensated => out.push("rerun"),
