@@ -51,8 +51,13 @@ pub enum BucketPolicy {
 
 #[derive(Debug, Clone)]
 pub struct SchedulerConfig {
-    /// Steps this instance runs at once.
+    /// The most steps this instance runs at once.
     pub concurrency: u32,
+    /// Where the number of steps run at once starts, and falls back to when there is no work:
+    /// from here it doubles while steps are due faster than they run and the agents' calls take
+    /// no longer than they did here, up to `concurrency`, and falls by a quarter when they slow
+    /// down under the load. Set it to `concurrency` (or above) for a fixed limit.
+    pub min_concurrency: u32,
     /// Most steps claimed in one poll (M4); a poll also never claims more than the free slots.
     pub claim_batch: u32,
     /// How often to look for due work when nothing wakes the scheduler and the store has no
@@ -107,7 +112,8 @@ impl SchedulerConfig {
 impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
-            concurrency: 64,
+            concurrency: 2048,
+            min_concurrency: 64,
             claim_batch: 1000,
             poll_interval: Duration::from_millis(500),
             idle_poll: Duration::from_secs(10),

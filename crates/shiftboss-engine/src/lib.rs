@@ -40,6 +40,7 @@ pub mod outbound;
 pub mod progress;
 pub mod runtime;
 pub mod scheduler;
+mod slot_limit;
 pub mod supervisor;
 pub mod throttle;
 

@@ -9,6 +9,7 @@ use crate::config::{BucketPolicy, PollMode, SchedulerConfig};
 use crate::metrics::Metrics;
 use crate::progress::Progress;
 use crate::runtime::{Breakers, run_step};
+use crate::slot_limit::{CallClock, SlotLimit};
 use crate::throttle::{self, Throttle};
 use shiftboss_core::InstanceId;
 use shiftboss_core::retry::RetryPolicies;
@@ -131,7 +132,14 @@ impl Scheduler {
         for _ in 0..this.config.reply_writers {
             writers.spawn(this.clone().write_replies(reply_rx.clone(), waiting.clone(), deadline_rx.clone()));
         }
-        let slots = Arc::new(Semaphore::new(this.config.concurrency as usize));
+        // Permits for the most steps ever allowed at once; the slot limit says how many of them
+        // may be held now.
+        let ceiling = this.config.concurrency as usize;
+        let slots = Arc::new(Semaphore::new(ceiling));
+        let mut limit = SlotLimit::new(this.config.min_concurrency as usize, ceiling);
+        let calls = Arc::new(CallClock::default());
+        // Whether the last claim took every step it asked for.
+        let mut backlog = false;
         let mut running = JoinSet::new();
         let agents = this.config.agents.clone().unwrap_or_else(|| this.agents.names());
         let mut owned = Owned::new(&this.config.buckets);
@@ -140,8 +148,10 @@ impl Scheduler {
                 _ = this.heartbeat_if_due(&mut owned) => {}
                 _ = stopping(&mut shutdown) => break,
             }
-            let free = slots.available_permits().min(this.config.claim_batch as usize);
+            let in_flight = ceiling - slots.available_permits();
+            let free = limit.now().saturating_sub(in_flight).min(this.config.claim_batch as usize);
             let mut more_due = false;
+            let mut idle = false;
             // When the next step this scheduler could claim falls due, by its own clock.
             let mut next_due = None;
             if free > 0 {
@@ -174,6 +184,8 @@ impl Scheduler {
                             tracing::info!(failures = n, "claims succeed again");
                         }
                         more_due = work.steps.len() == free;
+                        backlog = more_due;
+                        idle = work.steps.is_empty() && in_flight == 0;
                         // Measured from after the claim, so the wake is never early (an early
                         // wake costs a claim that finds nothing); the store's clock counts whole
                         // milliseconds, hence one more.
@@ -186,8 +198,8 @@ impl Scheduler {
                         for step in work.steps {
                             let permit =
                                 slots.clone().try_acquire_owned().expect("claimed no more than the free slots");
-                            let (me, tx) = (this.clone(), reply_tx.clone());
-                            running.spawn(async move { me.run_claimed(step, before, permit, tx).await });
+                            let (me, tx, calls) = (this.clone(), reply_tx.clone(), calls.clone());
+                            running.spawn(async move { me.run_claimed(step, before, permit, tx, &calls).await });
                         }
                     }
                     Err(e) => {
@@ -202,16 +214,17 @@ impl Scheduler {
                 }
             }
             while running.try_join_next().is_some() {}
+            limit.adjust(backlog, idle, &calls);
             // Out of slots, or the claim was full: freed slots may find work due now, so the reply
             // writers ring once they free some. Raised before looking at the slots again, so that a
             // writer freeing slots in between either is seen here or sees the flag.
             if more_due || free == 0 {
                 waiting.store(true, Ordering::SeqCst);
-                if slots.available_permits() > 0 {
+                if ceiling - slots.available_permits() < limit.now() {
                     continue;
                 }
             }
-            let saturated = slots.available_permits() == 0;
+            let saturated = ceiling - slots.available_permits() >= limit.now();
             let fixed_rate = this.config.poll_mode == PollMode::FixedRate;
             // Sleep until the next due step, the next heartbeat or the poll, whichever is first.
             let soonest = [next_due, owned.next_heartbeat].into_iter().flatten().min();
@@ -327,6 +340,7 @@ impl Scheduler {
         claim_started: Instant,
         permit: OwnedSemaphorePermit,
         replies: mpsc::Sender<Pending>,
+        calls: &CallClock,
     ) {
         // The window is measured from before the claim was sent, so this side's deadline is never
         // later than the store's complete-by.
@@ -360,7 +374,8 @@ impl Scheduler {
                 deadline,
             ),
         };
-        if let Some(result) = run_step(
+        let started = Instant::now();
+        let result = run_step(
             agent.as_ref(),
             self.agents.strategy(&step.agent).map(|s| s.as_ref()),
             call,
@@ -369,8 +384,9 @@ impl Scheduler {
             self.config.backoff,
             &self.metrics,
         )
-        .await
-        {
+        .await;
+        calls.note(started.elapsed());
+        if let Some(result) = result {
             let _ = replies.send(reply(result)).await;
         }
     }

@@ -13,7 +13,8 @@
 //! wait = "30s"                     # how long a command (not serve) rides out a store out of reach
 //!
 //! [scheduler]
-//! concurrency = 64
+//! concurrency = 2048               # the most steps run at once
+//! min_concurrency = 64             # where that starts: it grows while work waits and the agents keep their pace
 //! max_per_poll = 1000
 //! poll_interval = "500ms"          # the poll period when the store cannot notify (SQLite)
 //! idle_poll = "10s"                # the poll period when it can (PostgreSQL's LISTEN/NOTIFY)
@@ -371,6 +372,7 @@ pub enum Role {
 #[serde(deny_unknown_fields)]
 pub struct SchedulerSection {
     pub concurrency: Option<u32>,
+    pub min_concurrency: Option<u32>,
     pub max_per_poll: Option<u32>,
     #[serde(default, with = "serde_duration::option")]
     pub poll_interval: Option<Duration>,

@@ -19,6 +19,10 @@ pub struct FlowArgs {
     /// Steps in flight; claims and reply batches take up to half of them.
     #[arg(long, default_value_t = 2048)]
     concurrency: u32,
+    /// The engine's default scheduler settings (what `serve` runs with no tuning) instead of
+    /// --concurrency's fixed slots.
+    #[arg(long)]
+    defaults: bool,
     #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
     timeout: Duration,
 }
@@ -30,7 +34,7 @@ pub async fn run(db: &DbTarget, a: FlowArgs) -> anyhow::Result<Value> {
         "bench-flow",
         &["stock", "payment", "shipping"],
         noop::Noop::default(),
-        noop::config(a.concurrency),
+        noop::config_or_defaults(a.concurrency, a.defaults),
     )
     .await?;
     let wf = order_workflow();
@@ -61,6 +65,7 @@ pub async fn run(db: &DbTarget, a: FlowArgs) -> anyhow::Result<Value> {
     let secs = (done_at - t0).as_secs_f64();
     Ok(json!({
         "workload": "flow", "store": store_name(db), "workflows": a.orders, "steps": steps,
+        "concurrency": if a.defaults { json!("defaults") } else { json!(a.concurrency) },
         "drain_s": round3(secs), "workflows_per_s": round3(f64::from(a.orders) / secs),
         "steps_per_s": round3(steps as f64 / secs),
         // The bulk submission before the drain (many tasks per transaction, a few connections):

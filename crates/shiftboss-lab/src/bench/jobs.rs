@@ -19,6 +19,10 @@ pub struct JobsArgs {
     /// Steps in flight; claims and reply batches take up to half of them.
     #[arg(long, default_value_t = 2048)]
     concurrency: u32,
+    /// The engine's default scheduler settings (what `serve` runs with no tuning) instead of
+    /// --concurrency's fixed slots.
+    #[arg(long)]
+    defaults: bool,
     /// Give up after this long.
     #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
     timeout: Duration,
@@ -29,9 +33,14 @@ pub struct JobsArgs {
 
 pub async fn run(db: &DbTarget, a: JobsArgs) -> anyhow::Result<Value> {
     let store = db.open(true).await?;
-    let engine =
-        noop::engine(store.clone(), "bench-jobs", &["noop"], noop::Noop::default(), noop::config(a.concurrency))
-            .await?;
+    let engine = noop::engine(
+        store.clone(),
+        "bench-jobs",
+        &["noop"],
+        noop::Noop::default(),
+        noop::config_or_defaults(a.concurrency, a.defaults),
+    )
+    .await?;
     let run = noop::run_id();
     let t = Instant::now();
     let client = engine.jobs();
@@ -75,7 +84,7 @@ pub async fn run(db: &DbTarget, a: JobsArgs) -> anyhow::Result<Value> {
     let counts = store.task_counts().await?;
     let completed = counts.iter().filter(|(s, _)| *s == TaskState::Completed).map(|(_, n)| n).sum::<u64>();
     Ok(json!({
-        "workload": "jobs", "store": store_name(db), "jobs": a.jobs, "concurrency": a.concurrency,
+        "workload": "jobs", "store": store_name(db), "jobs": a.jobs, "concurrency": if a.defaults { json!("defaults") } else { json!(a.concurrency) },
         "enqueue_s": round3(enqueue_s), "drain_s": round3(drain_s), "jobs_per_s": round3(a.jobs as f64 / drain_s),
         "completed_tasks_in_store": completed,
     }))

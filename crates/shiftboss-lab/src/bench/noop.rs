@@ -75,11 +75,18 @@ pub fn config(slots: u32) -> EngineConfig {
     let mut c = EngineConfig::default();
     let batch = (slots / 2).max(1);
     c.scheduler.concurrency = slots;
+    c.scheduler.min_concurrency = slots;
     c.scheduler.claim_batch = batch;
     c.scheduler.reply_batch = batch as usize;
     // Submissions in this process and finished steps wake the scheduler; the poll is a fallback.
     c.scheduler.poll_interval = Duration::from_millis(100);
     c
+}
+
+/// `--defaults`: the engine's own settings, as `serve` runs with no tuning (the slots adapt from
+/// 64 up to 2,048); otherwise [`config`] with `slots`.
+pub fn config_or_defaults(slots: u32, defaults: bool) -> EngineConfig {
+    if defaults { EngineConfig::default() } else { config(slots) }
 }
 
 /// An engine with agents named `names`, all no-ops sharing one recorder.

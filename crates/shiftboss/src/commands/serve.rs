@@ -38,9 +38,14 @@ pub struct ServeArgs {
     /// [default: ./shiftboss-admin.token].
     #[arg(long, env = "SHIFTBOSS_ADMIN_TOKEN_FILE")]
     admin_token_file: Option<std::path::PathBuf>,
-    /// Steps run at once.
+    /// The most steps run at once [default: 2048].
     #[arg(long)]
     concurrency: Option<u32>,
+    /// Steps run at once to start with, and when there is no work; the number doubles while
+    /// work waits and the agents keep their pace, up to --concurrency [default: 64; set it to
+    /// --concurrency for a fixed number].
+    #[arg(long)]
+    min_concurrency: Option<u32>,
     /// Most steps claimed in one poll.
     #[arg(long)]
     max_per_poll: Option<u32>,
@@ -147,6 +152,9 @@ impl ServeArgs {
         let (s, fs) = (&mut c.scheduler, &file.scheduler);
         if let Some(v) = self.concurrency.or(fs.concurrency) {
             s.concurrency = v;
+        }
+        if let Some(v) = self.min_concurrency.or(fs.min_concurrency) {
+            s.min_concurrency = v;
         }
         if let Some(v) = self.max_per_poll.or(fs.max_per_poll) {
             s.claim_batch = v;

@@ -22,12 +22,15 @@ pub fn start(db: &DbTarget, args: &DemoArgs, services: &[(&str, &FakeService)]) 
             .env_remove("SHIFTBOSS_CONFIG")
             .args(["serve", "--roles", "scheduler", "--stop-when-stdin-closes"])
             .args(["--instance-id", &format!("{}-{n}", args.instance_id)])
-            .args(["--concurrency", &args.concurrency.to_string(), "--poll-interval", "100ms"])
+            .args(["--poll-interval", "100ms"])
             // Its services listen on loopback, which the SSRF guard refuses unless allowed.
             .args(["--allow-outbound", "127.0.0.1"])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        if let Some(n) = args.concurrency {
+            cmd.args(["--concurrency", &n.to_string()]);
+        }
         for (name, svc) in services {
             cmd.args(["--agent", &format!("{name}={}", svc.base_url)]);
         }

@@ -22,6 +22,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// Orders submitted in one transaction.
+const SUBMIT_BATCH: usize = 200;
+
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// How many orders to run.
@@ -43,9 +46,10 @@ pub struct DemoArgs {
     /// Share of requests a service refuses for good (out of stock, card declined, address unknown).
     #[arg(long, default_value_t = 0.01, value_parser = rate)]
     reject_rate: f64,
-    /// Steps run at once.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    concurrency: u32,
+    /// The most steps run at once [default: the engine's, which adapts to the backlog and the
+    /// services' pace up to 2048].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    concurrency: Option<u32>,
     /// How often the supervisor looks for lapsed leases.
     #[arg(long, default_value = "250ms", value_parser = humantime::parse_duration)]
     supervisor_interval: Duration,
@@ -120,8 +124,9 @@ pub async fn run(db: &DbTarget, args: DemoArgs) -> anyhow::Result<bool> {
     let shipping = services::start("shipping", "address not deliverable", 0, faults, ledger.clone()).await?;
 
     let mut config = EngineConfig::default();
-    config.scheduler.concurrency = args.concurrency;
-    config.scheduler.claim_batch = args.concurrency.min(256);
+    if let Some(n) = args.concurrency {
+        config.scheduler.concurrency = n;
+    }
     config.scheduler.poll_interval = Duration::from_millis(100);
     config.supervisor.interval = args.supervisor_interval;
     config.supervisor.leader_ttl = (args.supervisor_interval * 8).max(Duration::from_secs(2));
@@ -223,34 +228,42 @@ async fn submit_and_wait(
     Ok(())
 }
 
-/// Submits orders 1 to `orders`; an order submitted before finds its own task by its key.
-/// Returns how many tasks it created.
+/// Submits orders 1 to `orders`, in batches of [`SUBMIT_BATCH`] (one transaction each, as an
+/// application with a backlog would: one at a time, each waiting for its commit, they came in
+/// slower than the engine ran them on PostgreSQL); an order submitted before finds its own task by
+/// its key. Returns how many tasks it created.
 async fn submit_orders(engine: &Engine, waiter: &Waiter, orders: u32) -> anyhow::Result<u32> {
     let version = workflow::order_workflow().version;
     let mut created = 0;
-    for n in 1..=orders {
-        let (key, input) = workflow::order_input(n);
-        let task = SubmitTask {
-            correlation_id: None,
-            domains: Default::default(),
-            notify: None,
-            key,
-            workflow: "order".into(),
-            version: Some(version),
-            input,
-            priority: 0,
-            actor: "demo".into(),
-        };
-        // Submitted again after a lost answer, the order finds its own task by its key.
+    let numbers: Vec<u32> = (1..=orders).collect();
+    for chunk in numbers.chunks(SUBMIT_BATCH) {
+        let tasks: Vec<SubmitTask> = chunk
+            .iter()
+            .map(|n| {
+                let (key, input) = workflow::order_input(*n);
+                SubmitTask {
+                    correlation_id: None,
+                    domains: Default::default(),
+                    notify: None,
+                    key,
+                    workflow: "order".into(),
+                    version: Some(version),
+                    input,
+                    priority: 0,
+                    actor: "demo".into(),
+                }
+            })
+            .collect();
+        // Submitted again after a lost answer, each order finds its own task by its key.
         let submitted = waiter
             .retry("submitting the orders", || async {
-                match engine.submit(task.clone()).await {
+                match engine.submit_many(tasks.clone()).await {
                     Err(EngineError::Store(e)) => Err(e),
                     other => Ok(other),
                 }
             })
             .await??;
-        created += u32::from(submitted.created);
+        created += submitted.iter().map(|s| u32::from(s.created)).sum::<u32>();
     }
     Ok(created)
 }
