@@ -46,7 +46,8 @@ pub struct PickupArgs {
 pub async fn run(db: &DbTarget, a: PickupArgs) -> anyhow::Result<Value> {
     let store = db.open(true).await?;
     let starts = noop::Starts::default();
-    let mut config = noop::config(64);
+    // The engine's own settings (issue 22: the pickup a user meets with no tuning).
+    let mut config = shiftboss_engine::EngineConfig::default();
     config.scheduler.poll_interval = a.poll_interval;
     let agent = noop::Noop { starts: Some(starts.clone()) };
     let engine = noop::engine(store.clone(), "bench-pickup", &["noop"], agent, config).await?;
