@@ -1,5 +1,7 @@
 """The peers, installed by package name from their registries (crates.io, npm, PyPI) from the
-manifests under bench/peers/, each run against its own database with the same no-op job."""
+manifests under bench/peers/, each run against its own database with the same no-op job, and with its
+own knob for jobs in flight set to the level every system of the comparison runs at (`slots`); each
+prints what it set as `knob`."""
 import os
 import sys
 
@@ -20,27 +22,33 @@ def install():
     if not os.path.exists(py):
         log("creating bench/.venv")
         run([sys.executable, "-m", "venv", VENV])
-    log("installing pgqueuer from PyPI (if missing)")
+    log("installing pgqueuer and procrastinate from PyPI (if missing)")
     run([os.path.join(VENV, "bin", "pip"), "install", "-q", "-r", os.path.join(PEERS, "python", "requirements.txt")])
     log("building apalis (release, own target dir; slow the first time)")
     run(["nice", "-n", "10", "cargo", "build", "--release", "--locked", "-q"], cwd=os.path.join(PEERS, "apalis"),
         env={"CARGO_TARGET_DIR": APALIS_TARGET})
 
 
-def apalis(db, jobs):
-    return last_json(run([os.path.join(APALIS_TARGET, "release", "apalis-peer"), db, str(jobs)], timeout=3600))
-
-
-def graphile_worker(db_url, jobs):
-    return last_json(run(["node", "graphile_worker_peer.mjs", db_url, str(jobs)], cwd=os.path.join(PEERS, "node"),
+def apalis(db, jobs, slots):
+    return last_json(run([os.path.join(APALIS_TARGET, "release", "apalis-peer"), db, str(jobs), str(slots)],
                          timeout=3600))
 
 
-def pg_boss(db_url, jobs):
-    return last_json(run(["node", "pg_boss_peer.mjs", db_url, str(jobs)], cwd=os.path.join(PEERS, "node"),
+def graphile_worker(db_url, jobs, slots):
+    return last_json(run(["node", "graphile_worker_peer.mjs", db_url, str(jobs), str(slots)],
+                         cwd=os.path.join(PEERS, "node"), timeout=3600))
+
+
+def pg_boss(db_url, jobs, slots):
+    return last_json(run(["node", "pg_boss_peer.mjs", db_url, str(jobs), str(slots)], cwd=os.path.join(PEERS, "node"),
                          timeout=3600))
 
 
-def pgqueuer(db_url, jobs):
+def pgqueuer(db_url, jobs, slots):
     return last_json(run([os.path.join(VENV, "bin", "python"), os.path.join(PEERS, "python", "pgqueuer_peer.py"),
-                          db_url, str(jobs)], timeout=3600))
+                          db_url, str(jobs), str(slots)], timeout=3600))
+
+
+def procrastinate(db_url, jobs, slots):
+    return last_json(run([os.path.join(VENV, "bin", "python"), os.path.join(PEERS, "python", "procrastinate_peer.py"),
+                          db_url, str(jobs), str(slots)], timeout=3600))

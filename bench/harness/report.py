@@ -22,17 +22,47 @@ def _g(d, *path):
 
 
 def throughput_items(r):
-    """(label, jobs/s, kind) for the plot and the table."""
+    """(label, jobs/s, kind) for the plot: every system at the highest level of the side-by-side run
+    (shiftboss's own `jobs` figures where there was none), and the raw limits."""
+    levels = sorted((r.get("side_by_side") or {}).items(), key=lambda kv: int(kv[0]))
+    row = levels[-1][1] if levels else {}
     items = []
     for store in ("postgres", "sqlite"):
-        items.append((f"shiftboss ({store})", _g(r, store, "jobs", "jobs_per_s"), "shiftboss"))
-    for name, d in sorted((r.get("peers") or {}).items()):
-        items.append((f"{name} ({d.get('db')})", d.get("jobs_per_s"), "peer"))
+        v = _g(row, f"shiftboss-{store}", "jobs_per_s") or _g(r, store, "jobs", "jobs_per_s")
+        items.append((f"shiftboss ({store})", v, "shiftboss"))
+    for name, d in sorted(row.items()):
+        if not name.startswith("shiftboss"):
+            items.append((f"{name} ({d.get('db')})", d.get("jobs_per_s"), "peer"))
     items.append(("PG 1-row UPDATE, 1 client (tx/s)", _g(r, "raw", "pg_update_c1", "tps"), "raw"))
     items.append(("PG 1-row UPDATE, 8 clients (tx/s)", _g(r, "raw", "pg_update_c8", "tps"), "raw"))
     items.append(("SQLite 1-row commit, NORMAL (/s)", _g(r, "raw", "sqlite_normal", "commits_per_s"), "raw"))
     items.append(("SQLite 1-row commit, FULL (/s)", _g(r, "raw", "sqlite_full", "commits_per_s"), "raw"))
     return items
+
+
+def side_by_side(r):
+    """Issue 22's tables: one per level, every system with that many jobs in flight."""
+    L = []
+    levels = sorted((r.get("side_by_side") or {}).items(), key=lambda kv: int(kv[0]))
+    if not levels:
+        return L
+    L += ["## Side by side: every system with the same jobs in flight", "",
+          "Each system drains the same number of no-op jobs, enqueued in bulk, on its own fresh database of the same "
+          "server (SQLite: a file on the same disk), with its own knob for jobs in flight set to the level; the "
+          "column says how. The systems of one level run one after another, in the same minutes.", ""]
+    for level, row in levels:
+        sb = _g(row, "shiftboss-postgres", "jobs_per_s")
+        L += [f"### {int(level):,} jobs in flight", "",
+              "| system | store | jobs | jobs/s | drain s | shiftboss (PostgreSQL) / this | how its concurrency was set |",
+              "|---|---|---:|---:|---:|---:|---|"]
+        for name, d in sorted(row.items(), key=lambda kv: -(kv[1].get("jobs_per_s") or 0)):
+            v = d.get("jobs_per_s")
+            ratio = f"{sb / v:.2f}x" if sb and v else "-"
+            system = "shiftboss" if name.startswith("shiftboss") else name
+            L.append(f"| {system} | {d.get('db')} | {_f(d.get('jobs'))} | {_f(v)} | {_f(d.get('drain_s'), '{:.1f}')} | {ratio} | "
+                     f"{d.get('knob', '-')} |")
+        L.append("")
+    return L
 
 
 def write(r, path, plot_name):
@@ -47,15 +77,17 @@ def write(r, path, plot_name):
           "PostgreSQL server during this run (see the load averages), so every figure carries that noise.", ""]
 
     L += ["## Throughput: one-step no-op jobs, enqueued in bulk, then drained", "",
-          f"{r['sizes']['jobs']:,} jobs each; durable commits everywhere (PostgreSQL synchronous_commit "
-          f"{m.get('postgres_synchronous_commit')}; SQLite FULL for shiftboss and for apalis-sqlite).", "",
-          "| system | store | jobs/s | drain s |", "|---|---|---:|---:|"]
-    for store in ("postgres", "sqlite"):
-        d = _g(r, store, "jobs") or {}
-        L.append(f"| shiftboss | {store} | {_f(d.get('jobs_per_s'))} | {_f(d.get('drain_s'), '{:.1f}')} |")
-    for name, d in sorted((r.get("peers") or {}).items()):
-        L.append(f"| {name} | {d.get('db')} | {_f(d.get('jobs_per_s'))} | {_f(d.get('drain_s'), '{:.1f}')} |")
-    L += ["", f"![jobs per second]({plot_name})", ""]
+          "Durable commits everywhere (PostgreSQL synchronous_commit "
+          f"{m.get('postgres_synchronous_commit')}; SQLite FULL for shiftboss and for apalis-sqlite).", ""]
+    if any(_g(r, store, "jobs") for store in ("postgres", "sqlite")):
+        L += [f"shiftboss alone, {r['sizes']['jobs']:,} jobs at 2,048 in flight:", "",
+              "| system | store | jobs/s | drain s |", "|---|---|---:|---:|"]
+        for store in ("postgres", "sqlite"):
+            d = _g(r, store, "jobs") or {}
+            L.append(f"| shiftboss | {store} | {_f(d.get('jobs_per_s'))} | {_f(d.get('drain_s'), '{:.1f}')} |")
+        L += [""]
+    L += side_by_side(r)
+    L += [f"![jobs per second]({plot_name})", ""]
 
     L += ["## Raw limits (same run)", "", "| limit | per second |", "|---|---:|",
           f"| PostgreSQL 1-row UPDATE transactions, pgbench, 1 client | {_f(_g(r, 'raw', 'pg_update_c1', 'tps'))} |",

@@ -1,14 +1,16 @@
 // pg-boss 10 as a benchmark peer: N no-op jobs inserted in bulk (boss.insert), then drained by
 // workers that fetch and complete in batches. Prints one JSON line.
-// Usage: node pg_boss_peer.mjs CONNECTION_STRING N   (an empty database)
+// Usage: node pg_boss_peer.mjs CONNECTION_STRING N SLOTS   (an empty database)
 import PgBoss from "pg-boss";
 
-const [connectionString, nArg] = process.argv.slice(2);
+const [connectionString, nArg, slotsArg] = process.argv.slice(2);
 const n = Number(nArg);
-// Its documented knobs for throughput in v10: batchSize per fetch, several work() loops, and the
-// shortest polling interval it allows.
-const BATCH = 500;
+const SLOTS = Number(slotsArg ?? 2000);
+// Its documented knobs for throughput in v10: several work() loops, each fetching batchSize jobs
+// and holding them until its handler has run them all (so the jobs in flight are loops x batch,
+// set to the level every system runs at), and the shortest polling interval it allows.
 const WORKERS = 4;
+const BATCH = Math.max(1, Math.floor(SLOTS / WORKERS));
 const CHUNK = 10000;
 
 const boss = new PgBoss({ connectionString, max: WORKERS + 4, supervise: false, schedule: false });
@@ -32,5 +34,8 @@ for (;;) {
 }
 const drain = (performance.now() - t0) / 1000;
 await boss.stop({ graceful: false, wait: false });
-console.log(JSON.stringify({ peer: "pg-boss", db: "postgres", jobs: n, drain_s: drain, jobs_per_s: n / drain }));
+console.log(JSON.stringify({
+  peer: "pg-boss", db: "postgres", jobs: n, drain_s: drain, jobs_per_s: n / drain,
+  knob: `${WORKERS} work() loops x batchSize ${BATCH} (jobs fetched and held per loop)`,
+}));
 process.exit(0);

@@ -1,15 +1,17 @@
 //! apalis 1.x as a benchmark peer: N no-op jobs pushed in bulk, then drained by one worker.
 //! Prints one JSON line: {"peer":"apalis","db":...,"jobs":N,"drain_s":...,"jobs_per_s":...}.
 //!
-//! apalis-peer postgres://.../DB N       (the database should be empty: apalis uses schema `apalis`)
-//! apalis-peer sqlite:PATH N
+//! apalis-peer postgres://.../DB N SLOTS   (the database should be empty: apalis uses schema `apalis`)
+//! apalis-peer sqlite:PATH N SLOTS
+//!
+//! SLOTS, the jobs in flight every system of the comparison runs with, sets apalis's two knobs for
+//! it: the worker's concurrency limit (a tower layer) and the jobs fetched per poll (half of it, as
+//! shiftboss claims).
 
 use apalis::prelude::*;
 use futures::stream::{self, StreamExt};
 use std::time::{Duration, Instant};
 
-/// Jobs fetched per poll: apalis's documented knob for throughput.
-const BATCH: usize = 500;
 /// Jobs pushed per INSERT.
 const PUSH_CHUNK: usize = 5_000;
 
@@ -20,25 +22,30 @@ async fn noop(_job: u64) -> Result<(), BoxDynError> {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let (url, n) = match args.as_slice() {
-        [_, url, n] => (url.clone(), n.parse::<u64>()?),
-        _ => return Err("usage: apalis-peer DB_URL N".into()),
+    let (url, n, slots) = match args.as_slice() {
+        [_, url, n, slots] => (url.clone(), n.parse::<u64>()?, slots.parse::<usize>()?.max(1)),
+        _ => return Err("usage: apalis-peer DB_URL N SLOTS".into()),
     };
-    let (db, drain) =
-        if url.starts_with("postgres") { ("postgres", pg(&url, n).await?) } else { ("sqlite", lite(&url, n).await?) };
+    let batch = (slots / 2).max(1);
+    let (db, drain) = if url.starts_with("postgres") {
+        ("postgres", pg(&url, n, slots, batch).await?)
+    } else {
+        ("sqlite", lite(&url, n, slots, batch).await?)
+    };
     println!(
         "{}",
         serde_json::json!({"peer": "apalis", "db": db, "jobs": n, "drain_s": drain.as_secs_f64(),
-                           "jobs_per_s": n as f64 / drain.as_secs_f64()})
+                           "jobs_per_s": n as f64 / drain.as_secs_f64(),
+                           "knob": format!("concurrency {slots} (a tower limit on the worker), batch_size {batch} per poll")})
     );
     Ok(())
 }
 
-async fn pg(url: &str, n: u64) -> Result<Duration, Box<dyn std::error::Error>> {
+async fn pg(url: &str, n: u64, slots: usize, batch: usize) -> Result<Duration, Box<dyn std::error::Error>> {
     use apalis_postgres::{Config, PostgresStorage};
     let pool = sqlx::postgres::PgPoolOptions::new().max_connections(10).connect(url).await?;
     PostgresStorage::<()>::setup(&pool).await?;
-    let config = Config::default().queue("bench").batch_size(BATCH);
+    let config = Config::default().queue("bench").batch_size(batch);
     let mut backend = PostgresStorage::<u64>::new(&pool).with_config(config);
     let mut i = 0;
     while i < n {
@@ -49,7 +56,7 @@ async fn pg(url: &str, n: u64) -> Result<Duration, Box<dyn std::error::Error>> {
     }
     let t0 = Instant::now();
     let counter = pool.clone();
-    let worker = WorkerBuilder::new("bench-pg").backend(backend).parallelize(|f| tokio::spawn(f)).build(noop);
+    let worker = WorkerBuilder::new("bench-pg").backend(backend).concurrency(slots).parallelize(|f| tokio::spawn(f)).build(noop);
     // The worker runs until the drain is seen to end; select! keeps it on this task.
     tokio::select! {
         r = worker.run() => return Err(format!("the apalis worker stopped: {r:?}").into()),
@@ -62,7 +69,7 @@ async fn pg(url: &str, n: u64) -> Result<Duration, Box<dyn std::error::Error>> {
     Ok(t0.elapsed())
 }
 
-async fn lite(url: &str, n: u64) -> Result<Duration, Box<dyn std::error::Error>> {
+async fn lite(url: &str, n: u64, slots: usize, batch: usize) -> Result<Duration, Box<dyn std::error::Error>> {
     use apalis_sqlite::{Config, SqliteStorage};
     use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
     use std::str::FromStr;
@@ -74,7 +81,7 @@ async fn lite(url: &str, n: u64) -> Result<Duration, Box<dyn std::error::Error>>
     SqliteStorage::<()>::setup(&setup).await?;
     setup.close().await;
     let pool = SqlitePoolOptions::new().connect_with(opts.synchronous(SqliteSynchronous::Full)).await?;
-    let config = Config::default().queue("bench").batch_size(BATCH);
+    let config = Config::default().queue("bench").batch_size(batch);
     let mut backend = SqliteStorage::<u64>::new(&pool).with_config(config);
     let mut i = 0;
     while i < n {
@@ -85,7 +92,7 @@ async fn lite(url: &str, n: u64) -> Result<Duration, Box<dyn std::error::Error>>
     }
     let t0 = Instant::now();
     let counter = pool.clone();
-    let worker = WorkerBuilder::new("bench-sqlite").backend(backend).parallelize(|f| tokio::spawn(f)).build(noop);
+    let worker = WorkerBuilder::new("bench-sqlite").backend(backend).concurrency(slots).parallelize(|f| tokio::spawn(f)).build(noop);
     // The worker runs until the drain is seen to end; select! keeps it on this task.
     tokio::select! {
         r = worker.run() => return Err(format!("the apalis worker stopped: {r:?}").into()),

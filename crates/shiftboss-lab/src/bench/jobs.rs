@@ -29,18 +29,29 @@ pub struct JobsArgs {
     /// Only enqueue, for another process (`shiftboss serve`) to drain.
     #[arg(long)]
     enqueue_only: bool,
+    /// Enqueue nothing: drain what the store holds, beside other processes doing the same, and
+    /// end once it has no live task (the scale-out measurement, `bench/scale_out.py`). Its
+    /// figures are this process's own.
+    #[arg(long, conflicts_with = "enqueue_only")]
+    drain_only: bool,
+    /// This process's instance id (each of several draining processes needs its own).
+    #[arg(long, default_value = "bench-jobs")]
+    instance: String,
 }
 
 pub async fn run(db: &DbTarget, a: JobsArgs) -> anyhow::Result<Value> {
     let store = db.open(true).await?;
     let engine = noop::engine(
         store.clone(),
-        "bench-jobs",
+        &a.instance,
         &["noop"],
         noop::Noop::default(),
         noop::config_or_defaults(a.concurrency, a.defaults),
     )
     .await?;
+    if a.drain_only {
+        return drain_only(&engine, store.as_ref(), a.timeout).await;
+    }
     let run = noop::run_id();
     let t = Instant::now();
     let client = engine.jobs();
@@ -88,4 +99,30 @@ pub async fn run(db: &DbTarget, a: JobsArgs) -> anyhow::Result<Value> {
         "enqueue_s": round3(enqueue_s), "drain_s": round3(drain_s), "jobs_per_s": round3(a.jobs as f64 / drain_s),
         "completed_tasks_in_store": completed,
     }))
+}
+
+/// Runs the engine until the store holds no live task (read every 100 ms: every process of a
+/// scale-out run reads it, so not more often), then stops it.
+async fn drain_only(
+    engine: &shiftboss_engine::Engine,
+    store: &dyn shiftboss_store::Store,
+    timeout: Duration,
+) -> anyhow::Result<Value> {
+    let t0 = Instant::now();
+    let running = engine.start();
+    loop {
+        let counts = store.task_counts().await?;
+        if counts.iter().all(|(s, n)| s.is_terminal() || *n == 0) {
+            break;
+        }
+        if t0.elapsed() > timeout {
+            running.shutdown().await;
+            anyhow::bail!("the store still had live tasks after {timeout:?}: {counts:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let drain_s = t0.elapsed().as_secs_f64();
+    running.shutdown().await;
+    let done = engine.metrics().completed;
+    Ok(json!({"workload": "jobs_drain_only", "completed_here": done, "drain_s": round3(drain_s)}))
 }
