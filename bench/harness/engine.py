@@ -25,6 +25,8 @@ class Shiftboss:
     def __init__(self, exes, workdir):
         self.exe, self.lab = exes
         self.workdir = workdir
+        # The HTTP agent's sink (`agent_http.build_sink`), when the run measures it.
+        self.sink = None
 
     def bench(self, db, *args, timeout=3600):
         """One workload on store `db` (a SQLite path or postgres URL with ?schema=); its JSON result."""

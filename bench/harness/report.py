@@ -123,6 +123,10 @@ def write(r, path, plot_name):
     both("  no-op drain tasks/s without / writing a subscription's outbox per task / also delivering",
          lambda s: f"{_f(_g(s, 'notify', 'drain_without_per_s'))} / {_f(_g(s, 'notify', 'drain_with_per_s'))}"
                    f" / {_f(_g(s, 'notify', 'drain_delivering_per_s'))}")
+    both("HTTP agent through serve to a fast sink, jobs/s: plain HTTP / HTTPS (store clock; wall clock)",
+         lambda s: "-" if not s.get("agent_http") else
+         f"{_f(_g(s, 'agent_http', 'http', 'jobs_per_s'))} / {_f(_g(s, 'agent_http', 'https', 'jobs_per_s'))} "
+         f"({_f(_g(s, 'agent_http', 'http', 'jobs_per_s_wall'))} / {_f(_g(s, 'agent_http', 'https', 'jobs_per_s_wall'))})")
     for w in (1, 4):
         both(f"remote workers x{w} (Rust client, batch polls): steps/s",
              lambda s, w=w: _f(_g(s, f"remote_{w}", "steps_per_s")))

@@ -96,6 +96,11 @@ def check(r):
                              f">= {want:,}/s, p99 <= 20 ms, RSS <= 100 MB", rate >= want and p99 <= 20 and mb <= 100))
         else:
             rows.append(_row(f"API submissions on {store}", "-", f">= {want:,}/s, p99 <= 20 ms, RSS <= 100 MB", None))
+    # Issue 19: the HTTP agent through serve, against the in-process drain of the same run.
+    for mode, want in (("http", 10000), ("https", 8000)):
+        v = _get(r, "postgres", "agent_http", mode, "jobs_per_s")
+        rows.append(_row(f"PostgreSQL jobs/s through serve and the HTTP agent over {mode.upper()}",
+                         f"{v:,.0f}/s" if v else "-", f">= {want:,}/s", None if not v else v >= want))
     # Issue 17: remote workers on PostgreSQL (native protocol).
     best = max([v for v in (_get(r, "postgres", f"remote_{w}", "steps_per_s") for w in (1, 4)) if v] or [0]) or None
     rows.append(_row("PostgreSQL remote workers, steps/s (best of 1 and 4 processes)",

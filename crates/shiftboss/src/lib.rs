@@ -10,5 +10,6 @@ pub mod config;
 pub mod demo;
 pub mod fake_services;
 pub mod instance;
+pub mod open_files;
 pub mod patient;
 pub mod target;

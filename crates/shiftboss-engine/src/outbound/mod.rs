@@ -106,7 +106,11 @@ impl Outbound {
             .redirect(reqwest::redirect::Policy::none())
             .referer(false)
             .connect_timeout(limits.connect_timeout)
-            .pool_max_idle_per_host(64)
+            // An HTTP/1.1 call in flight holds a connection of its own: a pool that kept fewer than
+            // the scheduler runs at once opened and closed a connection for most calls past it
+            // (at 2,048 in flight against one fast service, 5,900 calls/s with 64 kept, 8,600-
+            // 10,900 with 2,048). Idle ones close after reqwest's 90 s.
+            .pool_max_idle_per_host(2048)
             .http1_max_headers(limits.max_headers)
             .http2_max_header_list_size(limits.max_header_bytes)
             .build()
