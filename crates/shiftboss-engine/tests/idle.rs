@@ -310,6 +310,11 @@ impl Store for Counting {
         self.inner.count_events(p).await
     }
 
+    async fn stalled_tasks(&self, p: StalledTasks) -> Result<Vec<StalledTask>> {
+        self.count("stalled_tasks");
+        self.inner.stalled_tasks(p).await
+    }
+
     async fn create_subscription(&self, p: NewSubscription) -> Result<SubscriptionRecord> {
         self.count("create_subscription");
         self.inner.create_subscription(p).await

@@ -70,6 +70,7 @@ mod replies;
 mod reply_set;
 mod rows;
 mod schedulers;
+mod stalled;
 mod step_logs;
 mod stream;
 mod submit;
@@ -796,5 +797,10 @@ impl Store for PostgresStore {
     async fn count_events(&self, p: CountEvents) -> Result<EventCounts> {
         p.validate()?;
         self.read(async |c| rates::count(c, &p).await).await
+    }
+
+    async fn stalled_tasks(&self, p: StalledTasks) -> Result<Vec<StalledTask>> {
+        p.validate()?;
+        self.read(async |c| stalled::find(c, &p).await).await
     }
 }

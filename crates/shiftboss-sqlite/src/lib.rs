@@ -30,6 +30,7 @@ mod reconcile;
 mod replies;
 mod rows;
 mod schedulers;
+mod stalled;
 mod step_logs;
 mod stream;
 mod submit;
@@ -538,6 +539,11 @@ impl Store for SqliteStore {
     async fn count_events(&self, p: CountEvents) -> Result<EventCounts> {
         p.validate()?;
         self.read(move |c| rates::count(c, &p)).await
+    }
+
+    async fn stalled_tasks(&self, p: StalledTasks) -> Result<Vec<StalledTask>> {
+        p.validate()?;
+        self.read(move |c| stalled::find(c, &p)).await
     }
 
     /// This process's commits ring through the writer; other processes' through the file's wake.

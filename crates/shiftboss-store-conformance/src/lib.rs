@@ -235,6 +235,9 @@ macro_rules! conformance_suite {
             rates {
                 events_are_counted_by_kind_between_reads,
             }
+            stalled {
+                running_tasks_without_progress_oldest_first_not_those_that_wait,
+            }
             worker_notes {
                 a_heartbeats_progress_is_kept_until_the_next_claim,
                 log_lines_are_step_events_in_order,

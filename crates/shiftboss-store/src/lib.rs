@@ -21,6 +21,7 @@ pub mod params;
 pub mod queues;
 pub mod rates;
 pub mod replication;
+pub mod stalled;
 pub mod step_logs;
 pub mod stream;
 pub mod subscription;
@@ -38,6 +39,7 @@ pub use params::*;
 pub use queues::{AgentQueue, QueueStats};
 pub use rates::{CountEvents, EventCounts};
 pub use replication::Replication;
+pub use stalled::{MAX_STALLED, StalledTask, StalledTasks};
 pub use step_logs::StepLogs;
 pub use stream::{EventCursor, EventFence, EventFilter, EventsRead, ReadEvents, StreamEvent};
 pub use subscription::{Subscription, WakeFn};
@@ -344,4 +346,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// How many events of each kind the log gained since the previous read (see [`rates`]).
     async fn count_events(&self, p: CountEvents) -> Result<EventCounts>;
+
+    /// Running tasks without progress since a cutoff, oldest move first (see [`stalled`]).
+    async fn stalled_tasks(&self, p: StalledTasks) -> Result<Vec<StalledTask>>;
 }

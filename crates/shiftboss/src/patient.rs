@@ -276,6 +276,10 @@ impl Store for Patient {
     async fn count_events(&self, p: CountEvents) -> Result<EventCounts> {
         patiently!(self, "counting events", self.inner.count_events(p.clone()))
     }
+
+    async fn stalled_tasks(&self, p: StalledTasks) -> Result<Vec<StalledTask>> {
+        patiently!(self, "finding stalled tasks", self.inner.stalled_tasks(p.clone()))
+    }
     async fn read_events(&self, p: ReadEvents) -> Result<EventsRead> {
         patiently!(self, "reading events", self.inner.read_events(p.clone()))
     }

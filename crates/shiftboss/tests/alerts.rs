@@ -297,6 +297,11 @@ url = "{url}/sink/good"
     let api = Api::of(&p);
     register(&api, "slow", "/svc/slow").await;
     register(&api, "quick", "/svc/ok").await;
+    // Waits for a signal on purpose, submitted first (oldest): never reported.
+    let waits = json!({"name": "waits", "steps": [{"name": "hold", "kind": "wait", "signal": "go"}]});
+    let (st, v) = api.post("/v1/workflows", waits).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    submit(&api, "waits", "waits-1").await;
     let quick = submit(&api, "quick", "quick-1").await;
     submit(&api, "slow", "slow-1").await;
     api.wait_state(&quick, "completed").await;
@@ -309,7 +314,10 @@ url = "{url}/sink/good"
     assert_eq!(stuck[0]["subject"], "slow");
     assert_eq!(stuck[0]["tasks"][0]["key"], "slow-1");
     assert!(stuck[0]["detail"]["quiet_seconds"].as_u64().is_some(), "{}", stuck[0]);
-    assert!(stuck.iter().all(|a| a["tasks"][0]["key"] == "slow-1"), "a finished task is never stuck: {stuck:#?}");
+    assert!(
+        stuck.iter().all(|a| a["tasks"][0]["key"] == "slow-1"),
+        "a finished task, or one that waits on purpose, is never stuck: {stuck:#?}"
+    );
 }
 on_both_stores!(
     a_task_without_progress_is_reported,

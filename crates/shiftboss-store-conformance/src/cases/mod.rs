@@ -26,6 +26,7 @@ pub mod register;
 pub mod release;
 pub mod replies;
 pub mod resubmit;
+pub mod stalled;
 pub mod stream;
 pub mod submit;
 pub mod submit_batch;
