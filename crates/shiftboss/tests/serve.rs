@@ -54,7 +54,9 @@ async fn two_serve_processes_share_the_work_and_survive_a_sigkill() {
     }
     let service = Service::start(Duration::from_millis(3)).await;
     let logs = tempfile::tempdir().unwrap();
-    let serve = |id: &str| Serve::new(db.to_str().unwrap(), id).service(&service.url).spawn(logs.path());
+    // A fixed 64 steps at once: the repeats after the kill are bounded by it (below).
+    let serve =
+        |id: &str| Serve::new(db.to_str().unwrap(), id).service(&service.url).concurrency(64).spawn(logs.path());
     // Both hold work before it flows: while the service takes 1 s a call (under the steps' 2 s
     // complete-by), the first process to start fills its slots and leaves the rest due for the
     // other, however late that one starts (in CI one did everything alone before the other
