@@ -36,6 +36,8 @@ pub struct Metrics {
     /// Remote workers' replies written through the group commit, and the batches that wrote them.
     pub remote_replies: AtomicU64,
     pub remote_reply_batches: AtomicU64,
+    /// Steps the scheduler may run at once now (its slot limit, which adapts); 0 without a scheduler.
+    pub slot_limit: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -61,6 +63,7 @@ pub struct MetricsSnapshot {
     pub submit_batches: u64,
     pub remote_replies: u64,
     pub remote_reply_batches: u64,
+    pub slot_limit: u64,
     /// What the dispatcher did with deliveries, by outcome (filled by `Engine::metrics`).
     pub deliveries: [(&'static str, u64); 5],
     /// What the alerter did, by outcome (filled by `Engine::metrics`).
@@ -95,6 +98,7 @@ impl Metrics {
             submit_batches: g(&self.submit_batches),
             remote_replies: g(&self.remote_replies),
             remote_reply_batches: g(&self.remote_reply_batches),
+            slot_limit: g(&self.slot_limit),
             deliveries: Default::default(),
             alerts: Default::default(),
         }

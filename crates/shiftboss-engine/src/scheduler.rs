@@ -137,6 +137,7 @@ impl Scheduler {
         let ceiling = this.config.concurrency as usize;
         let slots = Arc::new(Semaphore::new(ceiling));
         let mut limit = SlotLimit::new(this.config.min_concurrency as usize, ceiling);
+        this.metrics.slot_limit.store(limit.now() as u64, Ordering::Relaxed);
         let calls = Arc::new(CallClock::default());
         // Whether the last claim took every step it asked for.
         let mut backlog = false;
@@ -215,6 +216,7 @@ impl Scheduler {
             }
             while running.try_join_next().is_some() {}
             limit.adjust(backlog, idle, &calls);
+            this.metrics.slot_limit.store(limit.now() as u64, Ordering::Relaxed);
             // Out of slots, or the claim was full: freed slots may find work due now, so the reply
             // writers ring once they free some. Raised before looking at the slots again, so that a
             // writer freeing slots in between either is seen here or sees the flag.

@@ -126,7 +126,24 @@ async fn a_backlog_that_keeps_its_pace_grows_the_limit_past_its_floor() {
     engine.register_workflow(&one_step("steady")).await.unwrap();
     engine.submit_many(tasks(6000)).await.unwrap();
     let running = engine.start();
+    // The metrics follow the limit: sampled while the backlog drains (it falls back once idle).
+    let sampler = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            let mut most = 0;
+            loop {
+                most = most.max(engine.metrics().slot_limit);
+                if most > 64 {
+                    return most;
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+    };
     drained(store.as_ref(), 6000).await;
+    let shown =
+        tokio::time::timeout(Duration::from_secs(5), sampler).await.expect("the metrics showed a grown limit").unwrap();
+    assert!(shown <= 2048, "the metrics show a limit past the ceiling: {shown}");
     running.shutdown().await;
     // A fixed limit at the floor would never pass 64.
     let most = counter.most();

@@ -21,6 +21,7 @@ pub struct ApiMetrics {
     backlog: IntGaugeVec,
     backlog_due: prometheus::Gauge,
     leader_term: IntGauge,
+    slot_limit: IntGauge,
     leading: IntGauge,
     sweeps: IntCounterVec,
     submissions: IntCounterVec,
@@ -99,6 +100,10 @@ impl ApiMetrics {
             "The supervisor's leader term this process holds (0: it does not lead).",
         )?;
         let leading = IntGauge::new("supervisor_leading", "1 when this process leads the supervisor, else 0.")?;
+        let slot_limit = IntGauge::new(
+            "scheduler_slot_limit",
+            "Steps this process's scheduler may run at once now: it adapts between min_concurrency and concurrency (0: no scheduler).",
+        )?;
         let sweeps = IntCounterVec::new(
             Opts::new(
                 "supervisor_sweeps_total",
@@ -139,6 +144,7 @@ impl ApiMetrics {
             Box::new(backlog_due.clone()),
             Box::new(leader_term.clone()),
             Box::new(leading.clone()),
+            Box::new(slot_limit.clone()),
             Box::new(sweeps.clone()),
             Box::new(submissions.clone()),
             Box::new(deliveries.clone()),
@@ -159,6 +165,7 @@ impl ApiMetrics {
             backlog_due,
             leader_term,
             leading,
+            slot_limit,
             sweeps,
             submissions,
             deliveries,
@@ -200,6 +207,7 @@ impl ApiMetrics {
         }
         self.leader_term.set(i64::try_from(engine.leader_term).unwrap_or(i64::MAX));
         self.leading.set(i64::from(engine.leader_term > 0));
+        self.slot_limit.set(i64::try_from(engine.slot_limit).unwrap_or(i64::MAX));
         self.store_up.set(i64::from(store.is_some()));
         if let Some(StoreCounts { tasks, queues, backlog }) = store {
             self.backlog.with_label_values(&["pending"]).set(count(backlog.pending));

@@ -232,6 +232,9 @@ async fn round_trip(db: String, logs: &Path) {
     assert!(text.contains("shiftboss_tasks{state=\"completed\"}"), "{text}");
     assert!(text.contains("shiftboss_api_requests_total{"), "{text}");
     assert!(text.contains("shiftboss_engine_steps_total{event=\"completed\"}"), "{text}");
+    // The scheduler's slot limit: at its floor (64) when idle, never 0 with a scheduler running.
+    let limit = text.lines().find_map(|l| l.strip_prefix("shiftboss_scheduler_slot_limit ")).map(str::to_owned);
+    assert!(limit.as_deref().and_then(|v| v.parse::<u64>().ok()).is_some_and(|v| v >= 1), "{text}");
     promtool(&text);
 
     assert!(p.terminate().success(), "serve exits 0 on SIGTERM:\n{}", p.log());
