@@ -220,8 +220,16 @@ pub struct EngineConfig {
 impl EngineConfig {
     pub fn validate(&self) -> Result<(), String> {
         let s = &self.scheduler;
-        if s.concurrency == 0 || s.claim_batch == 0 || s.reply_batch == 0 || s.reply_writers == 0 {
-            return Err("scheduler concurrency, claim batch, reply batch and reply writers must be at least 1".into());
+        if s.concurrency == 0
+            || s.min_concurrency == 0
+            || s.claim_batch == 0
+            || s.reply_batch == 0
+            || s.reply_writers == 0
+        {
+            return Err(
+                "scheduler concurrency, min concurrency, claim batch, reply batch and reply writers must be at least 1"
+                    .into(),
+            );
         }
         if s.poll_interval.is_zero() || s.idle_poll.is_zero() {
             return Err("scheduler poll interval and idle poll must be more than 0".into());
@@ -249,5 +257,23 @@ impl EngineConfig {
         }
         self.webhooks.validate()?;
         self.alerts.validate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EngineConfig;
+
+    #[test]
+    fn the_defaults_hold_and_a_zero_limit_is_refused_by_name() {
+        assert_eq!(EngineConfig::default().validate(), Ok(()));
+        for zero in
+            [|c: &mut EngineConfig| c.scheduler.min_concurrency = 0, |c: &mut EngineConfig| c.scheduler.concurrency = 0]
+        {
+            let mut c = EngineConfig::default();
+            zero(&mut c);
+            let e = c.validate().expect_err("a zero limit is refused");
+            assert!(e.contains("min concurrency") && e.contains("at least 1"), "{e}");
+        }
     }
 }
