@@ -164,6 +164,8 @@ struct Inner {
     connect_timeout: Duration,
     /// Which host of a multi-host URL new connections try first.
     hosts: Arc<connect::Hosts>,
+    /// This store's due-work subscribers, rung in process by its own writes.
+    own_rings: listen::OwnRings,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -238,6 +240,7 @@ impl PostgresStore {
                 store_timeout: opts.store_timeout,
                 connect_timeout: opts.connect_timeout,
                 hosts,
+                own_rings: listen::OwnRings::default(),
             }),
         };
         if opts.run_migrations {
@@ -281,7 +284,14 @@ impl PostgresStore {
     /// hosts as the pool does.
     fn listen(&self, channel: String, wake: WakeFn) -> Subscription {
         let bounds = listen::Bounds { connect: self.inner.connect_timeout, answer: self.inner.store_timeout };
-        listen::subscribe(self.inner.config.clone(), bounds, self.inner.hosts.clone(), channel, wake)
+        listen::subscribe(
+            self.inner.config.clone(),
+            bounds,
+            self.inner.hosts.clone(),
+            channel,
+            &self.inner.own_rings,
+            wake,
+        )
     }
 
     async fn bounded<T>(&self, call: impl Future<Output = Result<T>>) -> Result<T> {
@@ -318,7 +328,7 @@ impl PostgresStore {
         let commit = async {
             let (committed, ()) = futures_util::future::join(begin::WriteConn::commit(client), async {
                 if let Some(channel) = &ring {
-                    listen::ring_after_commit(client, channel).await;
+                    listen::ring_after_commit(client, channel, self.inner.own_rings.nonce()).await;
                 }
             })
             .await;
@@ -334,6 +344,9 @@ impl PostgresStore {
                 w.rollback().await;
                 return Err(e);
             }
+        }
+        if ring.is_some() {
+            self.inner.own_rings.ring();
         }
         fault::reached(fault::FaultPoint::AfterCommit);
         Ok(out)

@@ -10,6 +10,12 @@
 //! the listeners' poll. A caller's own transaction (`submit_task_in`, `enqueue_jobs_in`) still
 //! notifies inside it, since the store does not see its commit.
 //!
+//! A write also rings this store's own subscribers in process, right after its COMMIT
+//! ([`OwnRings`]), and its notification carries the store's nonce, which the store's own listeners
+//! skip: a process hears its own writes at once and once, not again a round trip later. Each echo
+//! cost every waiting poll and the scheduler a claim that found nothing, on the same cores as the
+//! claim that took the work.
+//!
 //! The listening connection is not from the pool: it is held for as long as the subscription
 //! lives. When it drops (a restart, `pg_terminate_backend`), it reconnects with backoff and rings
 //! once on every reconnect, because notifications sent while it was away are lost. A server that
@@ -19,7 +25,7 @@
 
 use crate::connect::Hosts;
 use shiftboss_store::{Subscription, WakeFn};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -34,11 +40,57 @@ pub fn channel(schema: &str) -> String {
 /// WAL flush (a notification is lost in a crash anyway, so there is nothing to make durable): it
 /// holds PostgreSQL's notification lock only for as long as the commit takes to write. Best effort,
 /// like every wake-up: an error is logged, and listeners poll.
-pub async fn ring_after_commit(client: &tokio_postgres::Client, channel: &str) {
-    let ring = "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, '')";
+/// Its payload is the store's nonce (see [`OwnRings`]).
+pub async fn ring_after_commit(client: &tokio_postgres::Client, channel: &str, nonce: &str) {
+    let ring = "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)";
+    let text = tokio_postgres::types::Type::TEXT;
     // Typed: parsed, bound and run in one message, with no statement to prepare first.
-    if let Err(e) = client.query_typed(ring, &[(&channel, tokio_postgres::types::Type::TEXT)]).await {
+    if let Err(e) = client.query_typed(ring, &[(&channel, text.clone()), (&nonce, text)]).await {
         tracing::debug!(error = %e, "due-work notification not sent");
+    }
+}
+
+/// The due-work subscribers of one store (one process's), rung in process when a write of this
+/// store that queued work has committed. The nonce, random per store, marks the notifications
+/// this store sends, so that its listeners skip them. Notifications sent from inside a caller's
+/// own transaction (`submit_task_in`) carry none: the store does not see that commit, so every
+/// listener, its own included, hears it from the server.
+pub struct OwnRings {
+    nonce: String,
+    wakes: Mutex<Vec<Weak<WakeFn>>>,
+}
+
+impl Default for OwnRings {
+    fn default() -> Self {
+        OwnRings { nonce: format!("{:016x}", fastrand::u64(..)), wakes: Mutex::default() }
+    }
+}
+
+impl OwnRings {
+    pub fn nonce(&self) -> &str {
+        &self.nonce
+    }
+
+    /// Rings every live subscriber.
+    pub fn ring(&self) {
+        let live: Vec<Arc<WakeFn>> = {
+            let mut w = self.wakes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            w.retain(|x| x.strong_count() > 0);
+            w.iter().filter_map(Weak::upgrade).collect()
+        };
+        // Outside the lock: a wake may subscribe or drop a subscription.
+        for wake in live {
+            wake();
+        }
+    }
+
+    /// Adds a subscriber for as long as the returned handle lives.
+    fn add(&self, wake: WakeFn) -> Arc<WakeFn> {
+        let held = Arc::new(wake);
+        let mut w = self.wakes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        w.retain(|x| x.strong_count() > 0);
+        w.push(Arc::downgrade(&held));
+        held
     }
 }
 
@@ -61,17 +113,22 @@ pub struct Bounds {
     pub answer: Duration,
 }
 
+/// Listens on `channel` and rings `wake` for every notification but those `own` sent, which it
+/// rings in process at their commit.
 pub fn subscribe(
     config: tokio_postgres::Config,
     bounds: Bounds,
     hosts: Arc<Hosts>,
     channel: String,
+    own: &OwnRings,
     wake: WakeFn,
 ) -> Subscription {
+    let held = own.add(wake.clone());
+    let nonce = own.nonce.clone();
     let task = tokio::spawn(async move {
         let mut backoff = Duration::from_millis(50);
         loop {
-            if listen(&config, bounds, &hosts, &channel, &wake).await {
+            if listen(&config, bounds, &hosts, &channel, &nonce, &wake).await {
                 backoff = Duration::from_millis(50);
             }
             // While no connection listens, notifications are lost: look once, then reconnect.
@@ -80,19 +137,30 @@ pub fn subscribe(
             backoff = (backoff * 2).min(Duration::from_secs(5));
         }
     });
-    Subscription::new(AbortOnDrop(task))
+    // Dropped together: the listener stops, and so do the in-process rings.
+    Subscription::new((AbortOnDrop(task), held)).ringing_own_writes()
 }
 
 /// Listens until the connection ends. True if it got as far as listening.
-async fn listen(config: &tokio_postgres::Config, bounds: Bounds, hosts: &Hosts, channel: &str, wake: &WakeFn) -> bool {
+async fn listen(
+    config: &tokio_postgres::Config,
+    bounds: Bounds,
+    hosts: &Hosts,
+    channel: &str,
+    own: &str,
+    wake: &WakeFn,
+) -> bool {
     let Ok((client, mut connection)) = crate::connect::connect(config, bounds.connect, hosts).await else {
         return false;
     };
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
     // The connection must be driven for LISTEN to run and for notifications to arrive.
+    let own = own.to_owned();
     let _driver = AbortOnDrop(tokio::spawn(async move {
         loop {
             match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                // This store's own write: its subscribers were rung at its commit.
+                Some(Ok(AsyncMessage::Notification(n))) if n.payload() == own => {}
                 Some(Ok(AsyncMessage::Notification(_))) => {
                     if tx.send(()).is_err() {
                         return;

@@ -71,7 +71,8 @@ fn claim_group(t: &Tx<'_>, p: &ClaimDueSteps, agents: &[String], limit: u32) -> 
                                 AND (?5 = 0 OR bucket IN rarray(?6))
                                 AND (domain IS NULL OR domain IN rarray(?7) OR fallback_at <= ?2)
                           ORDER BY priority DESC, due_at, id LIMIT ?4)
-             RETURNING id, task_id, name, agent, lease_token, complete_by, attempts, input, config, idempotency_key",
+             RETURNING id, task_id, name, agent, lease_token, complete_by, attempts, input, config, idempotency_key,
+                       (SELECT t.task_key FROM tasks t WHERE t.id = steps.task_id)",
         )
         .map_err(map_err)?;
     let rows = st
@@ -88,6 +89,7 @@ fn claim_group(t: &Tx<'_>, p: &ClaimDueSteps, agents: &[String], limit: u32) -> 
                 input: crate::rows::json(r, 7, "steps.input")?,
                 config: crate::rows::json(r, 8, "steps.config")?,
                 idempotency_key: r.get(9)?,
+                task_key: r.get(10)?,
             })
         })
         .map_err(map_err)?;

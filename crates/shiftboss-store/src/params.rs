@@ -195,6 +195,9 @@ pub struct ClaimedStep {
     pub id: StepId,
     /// The task it belongs to.
     pub task_id: TaskId,
+    /// That task's key (the application's own id), read by the claim, so that a remote worker's
+    /// poll hands it out without another read.
+    pub task_key: String,
     /// The step's instance name (`charge`, `charge#2`).
     pub name: String,
     /// The agent that runs it.

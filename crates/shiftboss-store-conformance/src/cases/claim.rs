@@ -106,6 +106,7 @@ pub async fn sets_the_lease_and_carries_what_the_agent_needs<F: Fixture>(f: F) {
     assert_eq!(c.attempt, 1);
     assert_eq!(c.input, json!({"order": "order-1"}));
     assert_eq!(c.config, json!({"url": "http://svc/work"}));
+    assert_eq!(c.task_key, "order-1", "the claim reads its task's key (a remote worker's poll hands it out)");
 
     let s = h.step(task, c.id).await;
     assert_eq!(s.state, StepState::Processing);

@@ -32,6 +32,7 @@ pub async fn a_short_claim_reports_when_its_next_step_falls_due<F: Fixture>(f: F
     let task = h.submit("r", "retrying", 0).await;
     let w = work(&h, claim("s1", &[WORKER], &[], 10)).await;
     assert_eq!((w.steps.len(), w.now, w.next_due), (1, h.now(), None), "nothing else is pending");
+    assert_eq!((w.steps[0].task_id, w.steps[0].task_key.as_str()), (task, "r"), "the claim at once reads the key too");
 
     // Its lease lapses: the retry is due 100 ms after the sweep.
     h.advance(secs(1) + ms(1));

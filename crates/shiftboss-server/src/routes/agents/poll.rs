@@ -8,8 +8,8 @@ use crate::json::Json;
 use crate::state::AppState;
 use axum::extract::State;
 use shiftboss_core::InstanceId;
-use shiftboss_store::{ClaimDueSteps, ClaimedStep, check_worker_id};
-use std::collections::HashMap;
+use shiftboss_store::{ClaimDueSteps, ClaimedStep, Store, check_worker_id};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::{Instant, sleep_until};
 
@@ -46,7 +46,7 @@ pub async fn poll(State(state): State<AppState>, Json(p): Json<PollRequest>) -> 
         limits: state.engine.agent_limits().to_vec(),
     };
     let steps = claim_waiting(&state, claim, Duration::from_millis(p.wait_ms)).await?;
-    Ok(Json(PollAnswer { steps: items(&state, steps).await }))
+    Ok(Json(PollAnswer { steps: items(steps) }))
 }
 
 /// Writes the worker to the registry of workers seen, at most every few seconds per worker.
@@ -78,18 +78,40 @@ pub(crate) async fn claim_waiting(
             (Some(r), live)
         }
     };
+    let turn = state.remote.turn(&claim.agents, &claim.domains);
+    let mut first = true;
     loop {
-        if let Some(r) = rings.as_mut() {
-            r.borrow_and_update();
-        }
-        let work = store.claim_due_work(claim.clone()).await?;
+        let seen = rings.as_mut().map(|r| *r.borrow_and_update());
+        let (steps, mut until) = match seen {
+            // A poll that waits claims in turn with the others of its agent types.
+            Some(seen) => {
+                let Ok(mut drained) = tokio::time::timeout_at(deadline, turn.lock()).await else {
+                    return Ok(Vec::new());
+                };
+                let now = Instant::now();
+                // Only a store that rings covers: without its rings, other processes' work is
+                // found by claiming.
+                match drained.covers(seen, now).filter(|_| live && !first) {
+                    Some(until) => (Vec::new(), until.map_or(deadline, |t| t.min(deadline))),
+                    None => {
+                        let (steps, next_due) = claim_once(&store, &claim).await?;
+                        if (steps.len() as u32) < claim.limit {
+                            drained.note(seen, next_due);
+                        }
+                        (steps, next_due.map_or(deadline, |t| t.min(deadline)))
+                    }
+                }
+            }
+            None => {
+                let (steps, next_due) = claim_once(&store, &claim).await?;
+                (steps, next_due.map_or(deadline, |t| t.min(deadline)))
+            }
+        };
+        first = false;
         let now = Instant::now();
-        if !work.steps.is_empty() || now >= deadline {
-            return Ok(work.steps);
+        if !steps.is_empty() || now >= deadline {
+            return Ok(steps);
         }
-        // The store's clock counts whole milliseconds: one more, so the wake is never early.
-        let next_due = work.next_due.map(|at| now + at.since(work.now) + Duration::from_millis(1));
-        let mut until = next_due.map_or(deadline, |t| t.min(deadline));
         if !live {
             until = until.min(now + UNRUNG_POLL);
         }
@@ -107,6 +129,18 @@ pub(crate) async fn claim_waiting(
             None => sleep_until(until).await,
         }
     }
+}
+
+/// One claim; with the instant its next due time falls at, if it reported one.
+async fn claim_once(
+    store: &Arc<dyn Store>,
+    claim: &ClaimDueSteps,
+) -> Result<(Vec<ClaimedStep>, Option<Instant>), ApiError> {
+    let work = store.claim_due_work(claim.clone()).await?;
+    let now = Instant::now();
+    // The store's clock counts whole milliseconds: one more, so the wake is never early.
+    let next_due = work.next_due.map(|at| now + at.since(work.now) + Duration::from_millis(1));
+    Ok((work.steps, next_due))
 }
 
 fn check(state: &AppState, p: &PollRequest) -> Result<InstanceId, ApiError> {
@@ -145,28 +179,14 @@ pub(crate) fn check_remote(state: &AppState, agent: &str) -> Result<(), ApiError
     ))
 }
 
-/// The claimed steps as a worker reads them, each with its task's key.
-async fn items(state: &AppState, steps: Vec<ClaimedStep>) -> Vec<WorkItem> {
-    if steps.is_empty() {
-        return Vec::new();
-    }
-    let mut ids: Vec<_> = steps.iter().map(|s| s.task_id).collect();
-    ids.sort();
-    ids.dedup();
-    // The claim has committed: a failed read of the keys must not lose the steps.
-    let keys: HashMap<_, _> = match state.store().task_keys(ids).await {
-        Ok(k) => k.into_iter().collect(),
-        Err(e) => {
-            tracing::warn!(error = %e, "could not read the task keys of claimed steps; handing them out without");
-            HashMap::new()
-        }
-    };
+/// The claimed steps as a worker reads them, each with its task's key (read by the claim).
+fn items(steps: Vec<ClaimedStep>) -> Vec<WorkItem> {
     steps
         .into_iter()
         .map(|s| WorkItem {
             step_id: s.id.to_string(),
             task_id: s.task_id.to_string(),
-            task_key: keys.get(&s.task_id).cloned(),
+            task_key: Some(s.task_key),
             name: s.name,
             agent: s.agent,
             attempt: s.attempt,
