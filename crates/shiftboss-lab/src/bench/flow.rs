@@ -57,7 +57,7 @@ pub async fn run(db: &DbTarget, a: FlowArgs) -> anyhow::Result<Value> {
         })
         .collect();
     let enqueue_t = Instant::now();
-    enqueue::bulk(db, orders).await?;
+    enqueue::batches(engine.store(), orders).await?;
     let enqueue_s = enqueue_t.elapsed().as_secs_f64();
     let steps = u64::from(a.orders) * 3;
     let t0 = Instant::now();
