@@ -40,12 +40,33 @@ struct Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
+        // Ends the session first: chromedriver then closes the browser. Killing chromedriver
+        // alone left every test's Chromium running, orphaned, after the suite had ended.
+        self.end_session();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
 }
 
 impl Browser {
+    /// `DELETE /session/{id}`, written by hand: a drop cannot await the async client. Bounded, and
+    /// best effort (the driver is killed after it either way).
+    fn end_session(&self) {
+        use std::io::{Read, Write};
+        let Some(addr) = self.base.strip_prefix("http://") else { return };
+        let Ok(mut conn) = std::net::TcpStream::connect(addr) else { return };
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+        let _ = conn.set_write_timeout(Some(Duration::from_secs(10)));
+        let request = format!(
+            "DELETE /session/{} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            self.session
+        );
+        if conn.write_all(request.as_bytes()).is_ok() {
+            // The answer comes once the browser has quit; the connection closes after it.
+            let _ = conn.read_to_end(&mut Vec::new());
+        }
+    }
+
     async fn start() -> Option<Browser> {
         if !std::path::Path::new(DRIVER).exists() {
             assert!(!under_ci(), "{DRIVER} is missing under CI: .ci/run installs chromium-driver");

@@ -4,9 +4,10 @@
 //! the worker registry's writes.
 //!
 //! Turns: a ring wakes every waiting poll, and each would claim, though one claim takes all that
-//! is due when it asks for more than there is. So the polls of one set of agent types and
-//! domains claim one at a time, and a claim that took fewer steps than it asked for leaves a
-//! note: the ring it had seen, and the next due time it reported. A poll that then finds that
+//! is due when it asks for more than there is. So rung polls of one set of agent types and
+//! domains claim one at a time (a poll's first claim takes no turn: under load, polls come back
+//! to work that is there and claim side by side; taking turns then cost a fifth of the remote
+//! drain), and a claim that took fewer steps than it asked for leaves a note: the ring it had seen, and the next due time it reported. A poll that then finds that
 //! note covering the rings it has seen, before that due time, claims nothing and waits again: its
 //! claim would have found nothing (everything due behind those rings was visible to the claim
 //! that took less than it could). Measured: with four workers waiting, each submission cost seven

@@ -83,15 +83,16 @@ pub(crate) async fn claim_waiting(
     loop {
         let seen = rings.as_mut().map(|r| *r.borrow_and_update());
         let (steps, mut until) = match seen {
-            // A poll that waits claims in turn with the others of its agent types.
-            Some(seen) => {
+            // A poll rung after waiting claims in turn with the others of its agent types (its
+            // first claim does not wait for a turn: under load polls come back to work that is
+            // there, and claim side by side).
+            Some(seen) if !first => {
                 let Ok(mut drained) = tokio::time::timeout_at(deadline, turn.lock()).await else {
                     return Ok(Vec::new());
                 };
-                let now = Instant::now();
                 // Only a store that rings covers: without its rings, other processes' work is
                 // found by claiming.
-                match drained.covers(seen, now).filter(|_| live && !first) {
+                match drained.covers(seen, Instant::now()).filter(|_| live) {
                     Some(until) => (Vec::new(), until.map_or(deadline, |t| t.min(deadline))),
                     None => {
                         let (steps, next_due) = claim_once(&store, &claim).await?;
@@ -102,7 +103,7 @@ pub(crate) async fn claim_waiting(
                     }
                 }
             }
-            None => {
+            _ => {
                 let (steps, next_due) = claim_once(&store, &claim).await?;
                 (steps, next_due.map_or(deadline, |t| t.min(deadline)))
             }
