@@ -88,7 +88,13 @@ pub fn open_connection(path: &Path, opts: &OpenOptions) -> Result<Connection, St
     conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).map_err(map_err)?;
     // rarray() lets the claim filter by a list of agents in one prepared statement.
     rusqlite::vtab::array::load_module(&conn).map_err(map_err)?;
-    if check_identity(&conn, path)? == Found::Empty {
+    let found = check_identity(&conn, path)?;
+    // Without `create`, an empty file (one that another process has just made, and not yet made a
+    // store) is not a store: this open neither makes it one nor races that process to.
+    if found == Found::Empty && !opts.create {
+        return Err(StoreError::NotFound { what: "state store", id: path.display().to_string() });
+    }
+    if found == Found::Empty {
         // Before the first write, which fixes the page size of a file for good (in WAL mode even
         // VACUUM keeps it). 16 KiB pages drained one-step jobs about 12% faster than SQLite's
         // 4 KiB (interleaved runs; 8 KiB +5%, 32 and 64 KiB no better): a commit writes each dirty
@@ -141,10 +147,21 @@ fn check_identity(conn: &Connection, path: &Path) -> Result<Found, StoreError> {
     let read = |pragma: &str| -> Result<i32, StoreError> {
         conn.query_row(&format!("PRAGMA {pragma}"), [], |r| r.get(0)).map_err(|e| describe_open(path, e))
     };
-    let app_id = read("application_id")?;
-    let version = read("user_version")?;
-    let objects: i64 =
-        conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).map_err(|e| describe_open(path, e))?;
+    // One read transaction for the three reads: a file that another process is making a store is
+    // seen before or after its migration commits, never half-way. Read one by one, the migration
+    // could commit between them, and its tables beside the application id read before it (0) were
+    // refused as another program's file (seen in CI: a command opening the file a starting demo
+    // had just created).
+    conn.execute_batch("BEGIN DEFERRED").map_err(|e| describe_open(path, e))?;
+    let seen = (|| -> Result<(i32, i32, i64), StoreError> {
+        let objects: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(|e| describe_open(path, e))?;
+        Ok((read("application_id")?, read("user_version")?, objects))
+    })();
+    // A read transaction: ending it cannot lose anything, whichever way it ends.
+    let _ = conn.execute_batch(if seen.is_ok() { "COMMIT" } else { "ROLLBACK" });
+    let (app_id, version, objects) = seen?;
     let is_ours = app_id == APPLICATION_ID;
     let is_empty = app_id == 0 && version == 0 && objects == 0;
     if !is_ours && !is_empty {

@@ -109,6 +109,31 @@ fn without_create_a_missing_file_is_not_found_and_not_created() {
     assert_no_sidecars(&path);
 }
 
+/// A file that another process is making a store is never taken for another program's: opened
+/// while that migration commits, it is seen before (empty) or after (a store). Each round races a
+/// creator against a reader that opens the file as soon as it exists. The race is a matter of
+/// microseconds, so a round proves little and many rounds are run.
+#[test]
+fn a_file_being_made_a_store_is_never_refused_as_foreign() {
+    let reader = OpenOptions { create: false, ..OpenOptions::default() };
+    for round in 0..100 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = db_in(&dir);
+        let creator = {
+            let path = path.clone();
+            std::thread::spawn(move || SqliteStore::open(&path, &OpenOptions::default()).map(drop))
+        };
+        while !creator.is_finished() {
+            if path.exists()
+                && let Err(StoreError::Incompatible(e)) = SqliteStore::open(&path, &reader)
+            {
+                panic!("round {round}: a store being made was refused: {e}");
+            }
+        }
+        creator.join().unwrap().unwrap_or_else(|e| panic!("round {round}: the creator: {e}"));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reopening_a_store_keeps_its_data() {
     let dir = tempfile::tempdir().unwrap();
