@@ -456,11 +456,17 @@ async fn conductor_human_and_optional_tasks_end_over_conductor_s_routes() {
     // The other by the taskId the workflow lists, as an SDK's update_task does.
     let second = wf["tasks"].as_array().unwrap().iter().find(|t| t["referenceTaskName"] == "second_approval").unwrap();
     let update = json!({"taskId": second["taskId"], "workflowInstanceId": id, "status": "COMPLETED",
-                        "outputData": {"by": "bo"}});
+                        "outputData": {"by": "bo"}, "logs": [{"log": "signed by bo", "createdTime": 1}]});
     let (s, v) = api.post("/api/tasks", update.clone()).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     let (s, _) = api.post("/api/tasks", update).await;
     assert_eq!(s, StatusCode::CONFLICT, "the wait has ended: a second update changes nothing");
+    // The update's log lines are kept, once: the refused repeat's are not.
+    let task_id = second["taskId"].as_str().unwrap();
+    let (s, lines) = api.get(&format!("/api/tasks/{task_id}/log")).await;
+    assert_eq!(s, StatusCode::OK, "{lines}");
+    let text: Vec<&str> = lines.as_array().unwrap().iter().map(|l| l["log"].as_str().unwrap()).collect();
+    assert_eq!(text, ["signed by bo"], "{lines}");
     for _ in 0..200 {
         wf = api.get(&format!("/api/workflow/{id}")).await.1;
         if wf["status"] == "COMPLETED" {

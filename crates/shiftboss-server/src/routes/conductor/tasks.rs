@@ -127,14 +127,16 @@ pub async fn update(
 ) -> Result<Response, ApiError> {
     let (step_id, lease_token) =
         wire::parse_task_id(&r.task_id).ok_or_else(|| ApiError::not_found(format!("no task {:?}", r.task_id)))?;
-    // A step never claimed (its token is 0) is no worker's: a WAIT or HUMAN task, which the
-    // update ends.
-    if lease_token.0 == 0 {
-        return super::waits::end_wait(&state, &principal, &r, step_id).await;
-    }
     // Checked before the update is applied, written after: a refused line refuses the update, a
     // taken update is not refused for its lines.
     let logs = step_logs(&principal, &r, step_id)?;
+    // A step never claimed (its token is 0) is no worker's: a WAIT or HUMAN task, which the
+    // update ends (its lines kept as a worker's are).
+    if lease_token.0 == 0 {
+        let answer = super::waits::end_wait(&state, &principal, &r, step_id).await?;
+        keep_logs(&state, logs).await;
+        return Ok(answer);
+    }
     let reason = || r.reason_for_incompletion.clone().filter(|s| !s.trim().is_empty());
     let result = match r.status.as_str() {
         "COMPLETED" => ReplyResult::Completed(r.output_data.clone().unwrap_or_else(|| serde_json::json!({}))),
