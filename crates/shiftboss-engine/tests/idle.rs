@@ -260,11 +260,6 @@ impl Store for Counting {
         self.inner.list_agent_workers().await
     }
 
-    async fn task_keys(&self, ids: Vec<TaskId>) -> Result<Vec<(TaskId, String)>> {
-        self.count("task_keys");
-        self.inner.task_keys(ids).await
-    }
-
     async fn read_cursor(&self, name: &str) -> Result<Option<i64>> {
         self.count("read_cursor");
         self.inner.read_cursor(name).await

@@ -53,7 +53,9 @@ use tokio_postgres::Row;
 /// claim may leave more due now, and the fallback part reads every step due now (tens of thousands
 /// in a drain). It reads the statement's snapshot, from before the claim: the steps it counts are due after now, or due now
 /// but not this claimer's, which the claim does not touch. It is MATERIALIZED so that it runs once,
-/// not once per claimed row. The last SELECT returns one row even when nothing was claimed.
+/// not once per claimed row. The last SELECT returns one row even when nothing was claimed. It
+/// reads each claimed step's task key (a primary-key lookup per step, for every claimer: a remote
+/// worker's poll hands it out; the in-process drain moved within its noise, 2026-11-28).
 static CLAIM: LazyLock<String> = LazyLock::new(|| claim_sql(""));
 
 /// The claim as a statement that commits on its own ([`claim_work_at_once`]), without waiting for

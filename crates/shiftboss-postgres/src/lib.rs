@@ -705,11 +705,6 @@ impl Store for PostgresStore {
         self.read(async |c| workers::list(c).await).await
     }
 
-    async fn task_keys(&self, ids: Vec<TaskId>) -> Result<Vec<(TaskId, String)>> {
-        check_task_keys(&ids)?;
-        self.read(async |c| workers::task_keys(c, &ids).await).await
-    }
-
     async fn create_subscription(&self, p: NewSubscription) -> Result<SubscriptionRecord> {
         p.validate()?;
         self.write(async |t| webhooks::create(t, &p).await).await

@@ -3,7 +3,7 @@
 
 use crate::rows::get;
 use crate::tx::{Conn, Tx};
-use shiftboss_core::{TaskId, Timestamp};
+use shiftboss_core::Timestamp;
 use shiftboss_store::{AgentWorker, StoreError, WorkersSeen};
 
 /// One statement for every pair: a report holds a worker's agent types, written together.
@@ -38,10 +38,4 @@ pub async fn list(c: Conn<'_>) -> Result<Vec<AgentWorker>, StoreError> {
             })
         })
         .collect()
-}
-
-pub async fn task_keys(c: Conn<'_>, ids: &[TaskId]) -> Result<Vec<(TaskId, String)>, StoreError> {
-    let ids: Vec<i64> = ids.iter().map(|i| i.0).collect();
-    let rows = c.query("SELECT id, task_key FROM tasks WHERE id = ANY($1)", &[&ids]).await?;
-    rows.iter().map(|r| Ok((TaskId(get(r, 0)?), get(r, 1)?))).collect()
 }

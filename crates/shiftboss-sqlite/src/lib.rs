@@ -440,11 +440,6 @@ impl Store for SqliteStore {
         self.read(workers::list).await
     }
 
-    async fn task_keys(&self, ids: Vec<TaskId>) -> Result<Vec<(TaskId, String)>> {
-        check_task_keys(&ids)?;
-        self.read(move |c| workers::task_keys(c, &ids)).await
-    }
-
     async fn create_subscription(&self, p: NewSubscription) -> Result<SubscriptionRecord> {
         p.validate()?;
         self.write(move |t| webhooks::create(t, &p)).await

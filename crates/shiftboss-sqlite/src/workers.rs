@@ -2,11 +2,9 @@
 
 use crate::error::map_err;
 use crate::tx::Tx;
-use rusqlite::types::Value;
 use rusqlite::{Connection, params};
-use shiftboss_core::{TaskId, Timestamp};
+use shiftboss_core::Timestamp;
 use shiftboss_store::{AgentWorker, StoreError, WorkersSeen};
-use std::rc::Rc;
 
 pub fn record_seen(t: &Tx<'_>, p: &WorkersSeen) -> Result<(), StoreError> {
     let mut upsert =
@@ -39,12 +37,5 @@ pub fn list(c: &Connection) -> Result<Vec<AgentWorker>, StoreError> {
             })
         })
         .map_err(map_err)?;
-    rows.collect::<Result<_, _>>().map_err(map_err)
-}
-
-pub fn task_keys(c: &Connection, ids: &[TaskId]) -> Result<Vec<(TaskId, String)>, StoreError> {
-    let ids: Rc<Vec<Value>> = Rc::new(ids.iter().map(|i| Value::from(i.0)).collect());
-    let mut st = c.prepare_cached("SELECT id, task_key FROM tasks WHERE id IN rarray(?1)").map_err(map_err)?;
-    let rows = st.query_map([ids], |r| Ok((TaskId(r.get(0)?), r.get(1)?))).map_err(map_err)?;
     rows.collect::<Result<_, _>>().map_err(map_err)
 }

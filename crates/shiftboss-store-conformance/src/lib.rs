@@ -245,7 +245,6 @@ macro_rules! conformance_suite {
             }
             workers {
                 workers_are_recorded_per_agent_type_and_forgotten_when_unseen,
-                task_keys_name_the_tasks_found,
             }
         );
     };

@@ -256,10 +256,6 @@ pub trait Store: Send + Sync + 'static {
     /// Every worker the registry holds, by agent type then worker id.
     async fn list_agent_workers(&self) -> Result<Vec<AgentWorker>>;
 
-    /// The keys of these live tasks (ids not found are left out), for a claim handed to a worker
-    /// outside the process, which names a task by its key too. At most `MAX_WORKERS_SEEN` ids.
-    async fn task_keys(&self, ids: Vec<TaskId>) -> Result<Vec<(TaskId, String)>>;
-
     // Status channels (P18): subscriptions and the outbox of their deliveries, which the store
     // writes itself beside every message's event (see `webhooks`).
 

@@ -69,11 +69,3 @@ pub struct AgentWorker {
     /// When it last polled for it, to within the API's write interval.
     pub last_seen_at: Timestamp,
 }
-
-/// Refuses a `task_keys` call over more ids than one claim hands out.
-pub fn check_task_keys(ids: &[shiftboss_core::TaskId]) -> Result<(), StoreError> {
-    if ids.len() > MAX_WORKERS_SEEN {
-        return Err(StoreError::InvalidInput(format!("at most {MAX_WORKERS_SEEN} task ids at once")));
-    }
-    Ok(())
-}

@@ -242,9 +242,6 @@ impl Store for Patient {
     async fn list_agent_workers(&self) -> Result<Vec<AgentWorker>> {
         patiently!(self, "listing workers", self.inner.list_agent_workers())
     }
-    async fn task_keys(&self, ids: Vec<TaskId>) -> Result<Vec<(TaskId, String)>> {
-        patiently!(self, "reading task keys", self.inner.task_keys(ids.clone()))
-    }
     async fn replication(&self) -> Result<Option<Replication>> {
         patiently!(self, "reading the replication", self.inner.replication())
     }

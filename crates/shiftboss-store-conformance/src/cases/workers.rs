@@ -57,15 +57,3 @@ pub async fn workers_are_recorded_per_agent_type_and_forgotten_when_unseen<F: Fi
     }
     assert_eq!(h.store.list_agent_workers().await.expect("list").len(), 1);
 }
-
-pub async fn task_keys_name_the_tasks_found<F: Fixture>(f: F) {
-    let h = Harness::open(&f).await;
-    h.register_standard().await;
-    let a = h.submit("order-a", "one", 0).await;
-    let b = h.submit("order-b", "one", 0).await;
-    let missing = shiftboss_core::TaskId(b.0 + 1000);
-    let mut keys = h.store.task_keys(vec![b, missing, a]).await.expect("keys");
-    keys.sort();
-    assert_eq!(keys, vec![(a, "order-a".to_string()), (b, "order-b".to_string())]);
-    assert!(h.store.task_keys(vec![]).await.expect("none").is_empty());
-}

@@ -7,11 +7,12 @@
 //! is due when it asks for more than there is. So rung polls of one set of agent types and
 //! domains claim one at a time (a poll's first claim takes no turn: under load, polls come back
 //! to work that is there and claim side by side; taking turns then cost a fifth of the remote
-//! drain), and a claim that took fewer steps than it asked for leaves a note: the ring it had seen, and the next due time it reported. A poll that then finds that
-//! note covering the rings it has seen, before that due time, claims nothing and waits again: its
-//! claim would have found nothing (everything due behind those rings was visible to the claim
-//! that took less than it could). Measured: with four workers waiting, each submission cost seven
-//! claims that found nothing, on the same cores as the claim that took the step.
+//! drain), and a claim that took fewer steps than it asked for leaves a note: the ring it had
+//! seen, and the next due time it reported. A poll that then finds that note covering the rings
+//! it has seen, before that due time, claims nothing and waits again: its claim would have found
+//! nothing (everything due behind those rings was visible to the claim that took less than it
+//! could). Measured: with four workers waiting, each submission cost seven claims that found
+//! nothing, on the same cores as the claim that took the step.
 
 use shiftboss_store::{Store, Subscription, WorkerSeen, WorkersSeen};
 use std::collections::HashMap;
@@ -105,12 +106,6 @@ impl RemoteWorkers {
 
     /// The turn of the polls of these agent types and domains.
     pub fn turn(&self, agents: &[String], domains: &[String]) -> Arc<tokio::sync::Mutex<Drained>> {
-        let sorted = |v: &[String]| {
-            let mut v = v.to_vec();
-            v.sort();
-            v.dedup();
-            v
-        };
         let key = (sorted(agents), sorted(domains));
         let mut t = self.turns.lock().unwrap_or_else(|p| p.into_inner());
         // Polls holding a forgotten turn keep it: they only claim alongside the new one's.
@@ -123,10 +118,7 @@ impl RemoteWorkers {
     /// Whether this worker's poll for these agent types is due to be written to the registry, and
     /// if so, takes the turn (a failed write waits for the next turn; the registry is advisory).
     pub fn seen_due(&self, worker: &str, agents: &[String]) -> Option<WorkersSeen> {
-        let mut agents = agents.to_vec();
-        agents.sort();
-        agents.dedup();
-        let key = (worker.to_owned(), agents);
+        let key = (worker.to_owned(), sorted(agents));
         let now = Instant::now();
         let mut w = self.written.lock().unwrap_or_else(|p| p.into_inner());
         if w.get(&key).is_some_and(|at| now.duration_since(*at) < SEEN_EVERY) {
@@ -139,6 +131,14 @@ impl RemoteWorkers {
         let seen = key.1.into_iter().map(|agent| WorkerSeen { agent, worker: worker.to_owned() }).collect();
         Some(WorkersSeen { seen, forget_after: FORGET_AFTER })
     }
+}
+
+/// Names in order, once each: the same set however a poll lists it.
+fn sorted(names: &[String]) -> Vec<String> {
+    let mut v = names.to_vec();
+    v.sort();
+    v.dedup();
+    v
 }
 
 #[cfg(test)]
