@@ -19,16 +19,17 @@
 //! child (a failure that starts a failure workflow takes the full path), so nothing here moves a
 //! task other than the reply's own.
 
+use crate::ahead::RESERVE_STEP_IDS;
 use crate::rows::get;
 use crate::tx::Tx;
 use crate::writes::{STEP_VIEW_COLUMNS, TASK_ROW_COLUMNS, step_view, task_row};
 use futures_util::{StreamExt, stream};
 use serde_json::{Value, json};
-use shiftboss_core::decider::{StepView, TaskView, decide};
+use shiftboss_core::decider::{StepView, TaskMove, TaskView, decide};
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::state::StepEvent;
 use shiftboss_core::{StepState, TaskId, TaskState};
-use shiftboss_store::advance::{TaskRow, advance_task, error_text};
+use shiftboss_store::advance::{TaskRow, advance_decided, error_text};
 use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, decided, event_kind as ev};
 use std::collections::{HashMap, HashSet};
 
@@ -86,22 +87,34 @@ pub async fn record_set(
         return Ok(vec![None; replies.len()]);
     }
     let tasks: Vec<i64> = replies.iter().filter(|(r, _)| applied.contains(&r.step_id.0)).map(|(_, t)| t.0).collect();
-    let task_sql = format!("SELECT id, {TASK_ROW_COLUMNS} FROM tasks WHERE id = ANY($1)");
+    let task_sql = format!("SELECT id, bucket, {TASK_ROW_COLUMNS} FROM tasks WHERE id = ANY($1)");
     let step_sql =
         format!("SELECT task_id, {STEP_VIEW_COLUMNS} FROM steps WHERE task_id = ANY($1) ORDER BY task_id, id");
-    // Both reads are sent at once: the connection pipelines them.
+    // Both reads, and the reservation of an id for each task's next step, are sent at once: the
+    // connection pipelines them. Most decides here create one step (the next of a workflow) or
+    // none (its last); a reserved id left unused is a gap in the sequence.
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&tasks];
-    let (rows, views) = tokio::try_join!(t.query(&task_sql, &params), t.query(&step_sql, &params))?;
+    let reserve = i32::try_from(tasks.len()).unwrap_or(i32::MAX);
+    let reserve_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&reserve];
+    let (rows, views, ids) = tokio::try_join!(
+        t.query(&task_sql, &params),
+        t.query(&step_sql, &params),
+        t.query(RESERVE_STEP_IDS, &reserve_params)
+    )?;
+    t.reserve_step_ids(ids.iter().map(|r| get::<i64>(r, 0)).collect::<Result<Vec<_>, _>>()?);
     let mut loaded: HashMap<i64, (TaskRow, Vec<StepView>)> = HashMap::with_capacity(rows.len());
     for r in &rows {
-        loaded.insert(get(r, 0)?, (task_row(r, 1)?, Vec::new()));
+        let id: i64 = get(r, 0)?;
+        // The steps its decide creates are written ahead under the ids reserved above, inserted
+        // with one statement at the commit instead of one round trip each.
+        t.task_bucket(TaskId(id), get(r, 1)?);
+        loaded.insert(id, (task_row(r, 2)?, Vec::new()));
     }
     for r in &views {
         if let Some((_, steps)) = loaded.get_mut(&get::<i64>(r, 0)?) {
             steps.push(step_view(r, 1)?);
         }
     }
-
     let mut out: Vec<Option<ReplyOutcome>> = vec![None; replies.len()];
     let mut moves = Moves::default();
     let mut advance = Vec::new();
@@ -109,8 +122,9 @@ pub async fn record_set(
         if !applied.contains(&r.step_id.0) {
             continue;
         }
+        // Each task has one reply in a set, so its rows are taken out for its decide.
         let (task, steps) =
-            loaded.get(&task_id.0).ok_or_else(|| StoreError::NotFound { what: "task", id: task_id.to_string() })?;
+            loaded.remove(&task_id.0).ok_or_else(|| StoreError::NotFound { what: "task", id: task_id.to_string() })?;
         if !task.state.is_active() {
             out[i] = Some(ReplyOutcome::Applied { task_state: task.state, scheduled: 0 });
             continue;
@@ -124,21 +138,23 @@ pub async fn record_set(
             now: t.now,
             correlation_id: task.correlation_id.as_deref(),
         };
-        let decision = decide(&def, &view, steps);
-        if !decision.actions.is_empty() {
-            advance.push((i, *task_id));
+        let decision = decide(&def, &view, &steps);
+        // A decide with actions (the next step of a workflow, a compensation to start) is written
+        // by the shared path from this decide, without reading the rows again. So is a move that
+        // starts something: a task starting to compensate has compensations to run, and a failure
+        // may start a failure workflow.
+        let full = !decision.actions.is_empty()
+            || match decision.task {
+                TaskMove::Compensate { .. } => true,
+                TaskMove::Fail { .. } | TaskMove::CompensationFailed { .. } => def.on_failure.is_some(),
+                _ => false,
+            };
+        if full {
+            advance.push((i, *task_id, task, def, decision));
             continue;
         }
         let state = match decided::task_outcome(decision.task) {
             None => task.state,
-            // A task starting to compensate has compensations to run: the full path starts them.
-            // So does a failure that starts a failure workflow.
-            Some(o)
-                if o.state == TaskState::Compensating || (o.state == TaskState::Failed && def.on_failure.is_some()) =>
-            {
-                advance.push((i, *task_id));
-                continue;
-            }
             Some(o) => {
                 let state = o.state;
                 moves.push(*task_id, o);
@@ -149,8 +165,8 @@ pub async fn record_set(
     }
     moves.write(t, actor).await?;
 
-    let mut running = stream::iter(advance.into_iter().map(|(i, task_id)| async move {
-        let adv = advance_task(t, task_id, actor).await?;
+    let mut running = stream::iter(advance.into_iter().map(|(i, task_id, task, def, decision)| async move {
+        let adv = advance_decided(t, task_id, &task, &def, decision, actor).await?;
         Ok::<_, StoreError>((i, ReplyOutcome::Applied { task_state: adv.state, scheduled: adv.scheduled }))
     }))
     .buffer_unordered(PIPELINE);

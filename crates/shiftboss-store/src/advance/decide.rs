@@ -10,7 +10,7 @@ use crate::StoreError;
 use crate::decided;
 use crate::event_kind as ev;
 use serde_json::{Value, json};
-use shiftboss_core::decider::{Action, StepView, TaskMove, TaskView, decide, needs_compensation};
+use shiftboss_core::decider::{Action, Decision, StepView, TaskMove, TaskView, decide, needs_compensation};
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::workflow::{StepKind, WorkflowDef};
 use shiftboss_core::{TaskId, TaskState};
@@ -75,6 +75,26 @@ pub async fn advance_new_task<T: WriteTx>(
     Ok(Advanced { state, scheduled: agenda.scheduled.get(&task_id).copied().unwrap_or(0) })
 }
 
+/// Writes a decide its caller ran on rows it read under the task's lock in this transaction (a
+/// reply set reads and decides many tasks at once), and everything that follows from it, as
+/// [`advance_task`] does; the rows are not read again.
+pub async fn advance_decided<T: WriteTx>(
+    t: &T,
+    task_id: TaskId,
+    task: &TaskRow,
+    def: &WorkflowDef,
+    decision: Decision,
+    actor: &str,
+) -> Result<Advanced, StoreError> {
+    let mut agenda = Agenda::default();
+    agenda.rounds.insert(task_id, 1);
+    agenda.noted(task_id, task.state);
+    write_decision(t, &mut agenda, task_id, task, def, decision, actor).await?;
+    drain(t, &mut agenda, actor).await?;
+    let state = agenda.state_of(t, task_id).await?;
+    Ok(Advanced { state, scheduled: agenda.scheduled.get(&task_id).copied().unwrap_or(0) })
+}
+
 /// One decide of one task, and its writes.
 async fn round<T: WriteTx>(t: &T, agenda: &mut Agenda, task_id: TaskId, actor: &str) -> Result<(), StoreError> {
     let task = t.load_task(task_id).await?;
@@ -106,6 +126,19 @@ async fn decide_and_write<T: WriteTx>(
         correlation_id: task.correlation_id.as_deref(),
     };
     let decision = decide(def, &view, rows);
+    write_decision(t, agenda, task_id, task, def, decision, actor).await
+}
+
+/// Writes a decide's actions and its task's move.
+async fn write_decision<T: WriteTx>(
+    t: &T,
+    agenda: &mut Agenda,
+    task_id: TaskId,
+    task: &TaskRow,
+    def: &WorkflowDef,
+    decision: Decision,
+    actor: &str,
+) -> Result<(), StoreError> {
     for action in decision.actions {
         let scheduled = apply(t, agenda, task_id, task, def, action, actor).await?;
         *agenda.scheduled.entry(task_id).or_default() += scheduled;

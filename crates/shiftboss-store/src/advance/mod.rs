@@ -33,7 +33,7 @@ mod submit;
 mod tx;
 
 pub use bulk::bulk_act;
-pub use decide::{Advanced, advance_new_task, advance_task, end_tree, time_out};
+pub use decide::{Advanced, advance_decided, advance_new_task, advance_task, end_tree, time_out};
 pub use expire::{HeldStep, take_back, write_plan};
 pub use operator::{operate_task, resubmit_step};
 pub use register::{definition_text, registered_again};
