@@ -25,13 +25,15 @@ use crate::tx::Tx;
 use crate::writes::{STEP_VIEW_COLUMNS, TASK_ROW_COLUMNS, step_view, task_row};
 use futures_util::{StreamExt, stream};
 use serde_json::{Value, json};
-use shiftboss_core::decider::{StepView, TaskMove, TaskView, decide};
+use shiftboss_core::decider::{Action, Decision, StepView, TaskMove, TaskView, decide};
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::state::StepEvent;
+use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{StepState, TaskId, TaskState};
 use shiftboss_store::advance::{TaskRow, advance_decided, error_text};
 use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, decided, event_kind as ev};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// How many tasks that need a full advance are in flight at once on the transaction's connection.
 const PIPELINE: usize = 32;
@@ -90,23 +92,14 @@ pub async fn record_set(
     let task_sql = format!("SELECT id, bucket, {TASK_ROW_COLUMNS} FROM tasks WHERE id = ANY($1)");
     let step_sql =
         format!("SELECT task_id, {STEP_VIEW_COLUMNS} FROM steps WHERE task_id = ANY($1) ORDER BY task_id, id");
-    // Both reads, and the reservation of an id for each task's next step, are sent at once: the
-    // connection pipelines them. Most decides here create one step (the next of a workflow) or
-    // none (its last); a reserved id left unused is a gap in the sequence.
+    // Both reads are sent at once: the connection pipelines them.
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&tasks];
-    let reserve = i32::try_from(tasks.len()).unwrap_or(i32::MAX);
-    let reserve_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&reserve];
-    let (rows, views, ids) = tokio::try_join!(
-        t.query(&task_sql, &params),
-        t.query(&step_sql, &params),
-        t.query(RESERVE_STEP_IDS, &reserve_params)
-    )?;
-    t.reserve_step_ids(ids.iter().map(|r| get::<i64>(r, 0)).collect::<Result<Vec<_>, _>>()?);
+    let (rows, views) = tokio::try_join!(t.query(&task_sql, &params), t.query(&step_sql, &params))?;
     let mut loaded: HashMap<i64, (TaskRow, Vec<StepView>)> = HashMap::with_capacity(rows.len());
     for r in &rows {
         let id: i64 = get(r, 0)?;
-        // The steps its decide creates are written ahead under the ids reserved above, inserted
-        // with one statement at the commit instead of one round trip each.
+        // The steps its decide creates are written ahead under ids reserved below, inserted with
+        // one statement at the commit instead of one round trip each.
         t.task_bucket(TaskId(id), get(r, 1)?);
         loaded.insert(id, (task_row(r, 2)?, Vec::new()));
     }
@@ -163,7 +156,25 @@ pub async fn record_set(
         };
         out[i] = Some(ReplyOutcome::Applied { task_state: state, scheduled: 0 });
     }
-    moves.write(t, actor).await?;
+    // An id for each step the decides create, reserved beside the moves' write (a set of retry
+    // jobs, which create none, reserves nothing). A step a decide creates beyond these (a child
+    // task's first) is inserted on a round trip of its own.
+    let creates: usize = advance
+        .iter()
+        .map(|(_, _, _, _, d): &(usize, TaskId, TaskRow, Arc<WorkflowDef>, Decision)| {
+            d.actions.iter().filter(|a| matches!(a, Action::Create(_))).count()
+        })
+        .sum();
+    let reserve = async {
+        if creates == 0 {
+            return Ok(());
+        }
+        let n = i32::try_from(creates).unwrap_or(i32::MAX);
+        let ids = t.query(RESERVE_STEP_IDS, &[&n]).await?;
+        t.reserve_step_ids(ids.iter().map(|r| get::<i64>(r, 0)).collect::<Result<Vec<_>, _>>()?);
+        Ok::<_, StoreError>(())
+    };
+    tokio::try_join!(moves.write(t, actor), reserve)?;
 
     let mut running = stream::iter(advance.into_iter().map(|(i, task_id, task, def, decision)| async move {
         let adv = advance_decided(t, task_id, &task, &def, decision, actor).await?;
