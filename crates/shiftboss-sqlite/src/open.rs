@@ -68,6 +68,9 @@ pub const PAGE_SIZE: u32 = 16384;
 /// Room for every statement the store prepares with `prepare_cached`.
 const STATEMENT_CACHE: usize = 256;
 
+/// The page cache's ceiling, in KiB.
+const CACHE_KIB: u32 = 32 * 1024;
+
 pub fn open_connection(path: &Path, opts: &OpenOptions) -> Result<Connection, StoreError> {
     if !opts.create && !path.exists() {
         return Err(StoreError::NotFound { what: "database file", id: path.display().to_string() });
@@ -120,6 +123,12 @@ pub fn open_connection(path: &Path, opts: &OpenOptions) -> Result<Connection, St
     // one-step jobs wrote about 5 KB per job there (two pwrite calls per page), for nothing that
     // survives the transaction. A journal holds at most the pages of one write: kilobytes.
     conn.execute_batch("PRAGMA temp_store = MEMORY;").map_err(map_err)?;
+    // A page cache of up to 32 MiB (SQLite's default is 2 MiB, 125 pages of 16 KiB): with the
+    // default, a drain read the pages of the step and event indexes back through the kernel again
+    // and again (a read call and a copy each). Filled as pages are read, so an idle store stays
+    // small. Three-step workflows drained 6-12% faster, one-step jobs 2-6% (interleaved runs,
+    // 2026-11-28; 128 MiB no better than 32, a memory map of the file worse).
+    conn.execute_batch(&format!("PRAGMA cache_size = -{CACHE_KIB};")).map_err(map_err)?;
     if migrate(&conn, path)? {
         // A migration may rewrite stored schema text (0007), which a connection parsed when it
         // first read the schema: a new one parses the text as it now is.
