@@ -52,6 +52,18 @@ pub async fn submit_many(t: &Tx<'_>, batch: &[SubmitTask]) -> Result<Vec<Submitt
     shiftboss_store::advance::submit_tasks(t, batch).await
 }
 
+/// The submitted tasks' rows, each unless its key is taken.
+const INSERT_TASKS: &str =
+    "INSERT INTO tasks (task_key, workflow, workflow_version, state, priority, input, created_at, updated_at,
+                    bucket, depth, deadline_at, domains, correlation_id)
+ SELECT k, w, v, 'running', p, i, $8, $8, b, 0, d, m, c
+   FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::int[], $7::bigint[],
+               $9::text[], $10::text[])
+        WITH ORDINALITY AS j(k, w, v, p, i, b, d, m, c, n)
+  ORDER BY n
+ ON CONFLICT (task_key) DO NOTHING
+ RETURNING id, task_key";
+
 /// The task rows of submissions (keys distinct), one multi-row INSERT; in the same round trip,
 /// pipelined behind it, the history's holders of these keys and the step ids the first decides
 /// will use (see `ahead`).
@@ -79,22 +91,14 @@ pub async fn insert_submitted(t: &Tx<'_>, new: &[NewTask<'_>]) -> Result<Vec<Key
     let domains: Vec<Option<&str>> = new.iter().map(|r| r.domains.as_deref()).collect();
     let correlation: Vec<Option<&str>> = new.iter().map(|r| r.correlation_id.as_deref()).collect();
     let reserve = i32::try_from(n * STEP_IDS_PER_TASK).unwrap_or(i32::MAX);
-    // Prepared first, so that the three are sent in this order (see `Tx::finish_with`).
-    let insert = t
-        .prepare(
-            "INSERT INTO tasks (task_key, workflow, workflow_version, state, priority, input, created_at, updated_at,
-                                bucket, depth, deadline_at, domains, correlation_id)
-             SELECT k, w, v, 'running', p, i, $8, $8, b, 0, d, m, c
-               FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::int[], $7::bigint[],
-                           $9::text[], $10::text[])
-                    WITH ORDINALITY AS j(k, w, v, p, i, b, d, m, c, n)
-              ORDER BY n
-             ON CONFLICT (task_key) DO NOTHING
-             RETURNING id, task_key",
-        )
-        .await?;
-    let history = t.prepare("SELECT id, task_key, workflow, input FROM tasks_history WHERE task_key = ANY($1)").await?;
-    let ids = t.prepare(RESERVE_STEP_IDS).await?;
+    // Prepared first, so that the three are sent in this order (see `Tx::finish_with`); prepared
+    // together, so that on a connection without a cache (a caller's own, `submit_task_in`) the
+    // three preparations are one round trip, not three.
+    let (insert, history, ids) = tokio::try_join!(
+        t.prepare(INSERT_TASKS),
+        t.prepare("SELECT id, task_key, workflow, input FROM tasks_history WHERE task_key = ANY($1)"),
+        t.prepare(RESERVE_STEP_IDS)
+    )?;
     let c = t.client();
     let reserved = async {
         if reserve == 0 {

@@ -286,15 +286,21 @@ impl Tx<'_> {
         let events = EventColumns::take(self, notify);
         // Prepared first, so that the pipelined sends below go out in this order: a statement
         // that is not in the cache would be prepared inside its future, a round trip of its own,
-        // and its execution would then be sent after the ones that follow it.
-        let steps_st = match &steps {
-            Some(_) => Some(self.prepare(crate::ahead::INSERT_STEPS).await?),
-            None => None,
+        // and its execution would then be sent after the ones that follow it. Prepared together:
+        // without a cache (a caller's own connection) that is one round trip for both.
+        let steps_st = async {
+            match &steps {
+                Some(_) => self.prepare(crate::ahead::INSERT_STEPS).await.map(Some),
+                None => Ok(None),
+            }
         };
-        let events_st = match &events {
-            Some(e) => Some(self.prepare(e.sql()).await?),
-            None => None,
+        let events_st = async {
+            match &events {
+                Some(e) => self.prepare(e.sql()).await.map(Some),
+                None => Ok(None),
+            }
         };
+        let (steps_st, events_st) = futures_util::future::try_join(steps_st, events_st).await?;
         let client = self.db.client();
         let steps_params = steps.as_ref().map(crate::ahead::StepColumns::params);
         let events_params = events.as_ref().map(EventColumns::params);
