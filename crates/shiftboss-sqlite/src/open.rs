@@ -126,7 +126,7 @@ pub fn open_connection(path: &Path, opts: &OpenOptions) -> Result<Connection, St
     // A page cache of up to 32 MiB (SQLite's default is 2 MiB, 125 pages of 16 KiB): with the
     // default, a drain read the pages of the step and event indexes back through the kernel again
     // and again (a read call and a copy each). Filled as pages are read, so an idle store stays
-    // small. Three-step workflows drained 6-12% faster, one-step jobs 2-6% (interleaved runs,
+    // small. Three-step workflows drained 5-9% faster, one-step jobs the same (interleaved runs,
     // 2026-11-28; 128 MiB no better than 32, a memory map of the file worse).
     conn.execute_batch(&format!("PRAGMA cache_size = -{CACHE_KIB};")).map_err(map_err)?;
     if migrate(&conn, path)? {
