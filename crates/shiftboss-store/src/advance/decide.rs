@@ -49,9 +49,7 @@ pub(super) async fn drain<T: WriteTx>(t: &T, agenda: &mut Agenda, actor: &str) -
 pub async fn advance_task<T: WriteTx>(t: &T, task: TaskId, actor: &str) -> Result<Advanced, StoreError> {
     let mut agenda = Agenda::default();
     agenda.decide(task);
-    drain(t, &mut agenda, actor).await?;
-    let state = agenda.state_of(t, task).await?;
-    Ok(Advanced { state, scheduled: agenda.scheduled.get(&task).copied().unwrap_or(0) })
+    finish(t, agenda, task, actor).await
 }
 
 /// Decides a task this transaction has just written, and everything that follows from it, as
@@ -63,16 +61,12 @@ pub async fn advance_new_task<T: WriteTx>(
     task: TaskRow,
     actor: &str,
 ) -> Result<Advanced, StoreError> {
-    let mut agenda = Agenda::default();
-    agenda.rounds.insert(task_id, 1);
-    agenda.noted(task_id, task.state);
+    let mut agenda = decided_once(task_id, task.state);
     if task.state.is_active() {
         let def = t.definition(&task.workflow, task.version).await?;
         decide_and_write(t, &mut agenda, task_id, &task, &def, &[], actor).await?;
     }
-    drain(t, &mut agenda, actor).await?;
-    let state = agenda.state_of(t, task_id).await?;
-    Ok(Advanced { state, scheduled: agenda.scheduled.get(&task_id).copied().unwrap_or(0) })
+    finish(t, agenda, task_id, actor).await
 }
 
 /// Writes a decide its caller ran on rows it read under the task's lock in this transaction (a
@@ -86,10 +80,21 @@ pub async fn advance_decided<T: WriteTx>(
     decision: Decision,
     actor: &str,
 ) -> Result<Advanced, StoreError> {
+    let mut agenda = decided_once(task_id, task.state);
+    write_decision(t, &mut agenda, task_id, task, def, decision, actor).await?;
+    finish(t, agenda, task_id, actor).await
+}
+
+/// The agenda of a call whose caller decides the task's first round itself, on a row it knows.
+fn decided_once(task_id: TaskId, state: TaskState) -> Agenda {
     let mut agenda = Agenda::default();
     agenda.rounds.insert(task_id, 1);
-    agenda.noted(task_id, task.state);
-    write_decision(t, &mut agenda, task_id, task, def, decision, actor).await?;
+    agenda.noted(task_id, state);
+    agenda
+}
+
+/// Works off what is left on the agenda and tells what became of `task_id`.
+async fn finish<T: WriteTx>(t: &T, mut agenda: Agenda, task_id: TaskId, actor: &str) -> Result<Advanced, StoreError> {
     drain(t, &mut agenda, actor).await?;
     let state = agenda.state_of(t, task_id).await?;
     Ok(Advanced { state, scheduled: agenda.scheduled.get(&task_id).copied().unwrap_or(0) })
