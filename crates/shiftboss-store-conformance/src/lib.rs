@@ -85,6 +85,7 @@ macro_rules! conformance_suite {
                 a_second_reply_on_the_same_lease_is_rejected,
                 reply_to_an_unknown_step_is_rejected,
                 a_mixed_batch_is_recorded_as_each_reply_alone,
+                a_batch_whose_decides_fork_start_a_child_and_compensate,
                 an_identical_repeat_of_an_applied_reply_is_acknowledged,
             }
             fencing {

@@ -5,7 +5,7 @@ use crate::support::*;
 use serde_json::json;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::{LeaseToken, StepId, StepState, TaskState};
-use shiftboss_store::{RecordReplies, Reply, ReplyOutcome, ReplyResult, Store, event_kind as ev};
+use shiftboss_store::{ClaimedStep, RecordReplies, Reply, ReplyOutcome, ReplyResult, Store, event_kind as ev};
 
 pub async fn completed_replies_run_a_workflow_to_completion<F: Fixture>(f: F) {
     let h = Harness::open(&f).await;
@@ -207,4 +207,75 @@ pub async fn an_identical_repeat_of_an_applied_reply_is_acknowledged<F: Fixture>
     assert_eq!(next.id, c.id);
     let stale = h.reply("s1", c.id, c.lease_token, fail()).await;
     assert!(matches!(stale, ReplyOutcome::Rejected { .. }), "the step was claimed again since: {stale:?}");
+}
+
+/// One batch whose decides write more than one row or start something: a completion that opens a
+/// fork of two branches, one that starts a sub-workflow's child task, a permanent error that
+/// starts a compensation, and one that schedules the next step. Each task ends up as a reply alone
+/// would leave it, its new steps in creation order, every new agent step claimable.
+pub async fn a_batch_whose_decides_fork_start_a_child_and_compensate<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register_standard().await;
+    h.register(&super::compensation::order()).await;
+    h.register(&def(json!({"name": "fanout", "steps": [
+        {"name": "first", "agent": WORKER},
+        {"name": "both", "kind": "fork", "branches": [[{"name": "a", "agent": WORKER}], [{"name": "b", "agent": WORKER}]]},
+        {"name": "after", "agent": WORKER}
+    ]})))
+    .await;
+    h.register(&def(json!({"name": "parent", "steps": [
+        {"name": "first", "agent": WORKER},
+        {"name": "sub", "kind": "sub_workflow", "workflow": "one"}
+    ]})))
+    .await;
+    let fanout = h.submit("fanout-1", "fanout", 0).await;
+    let parent = h.submit("parent-1", "parent", 0).await;
+    let order = h.submit("order-1", "order", 0).await;
+    let three = h.submit("three-1", "three", 0).await;
+    let claimed = h.claim("s1", &[WORKER], 10).await;
+    assert_eq!(claimed.len(), 4);
+    let of = |task| claimed.iter().find(|c| c.task_id == task).expect("each task's first step is claimed");
+    h.complete("s1", of(order), json!({})).await;
+    let charge = h.claim_one("s1").await;
+    assert_eq!((charge.task_id, charge.name.as_str()), (order, "charge"));
+
+    let done = |c: &ClaimedStep| Reply {
+        step_id: c.id,
+        lease_token: c.lease_token,
+        result: ReplyResult::Completed(json!({"from": c.name})),
+    };
+    let replies = vec![
+        done(of(fanout)),
+        done(of(parent)),
+        Reply {
+            step_id: charge.id,
+            lease_token: charge.lease_token,
+            result: ReplyResult::PermanentError("card declined".into()),
+        },
+        done(of(three)),
+    ];
+    let p = RecordReplies { instance: id("s1"), replies, policies: Default::default() };
+    let out = h.store.record_replies(p).await.expect("the batch is recorded");
+    assert_eq!(out[0], ReplyOutcome::Applied { task_state: TaskState::Running, scheduled: 2 }, "two branches");
+    assert!(matches!(out[1], ReplyOutcome::Applied { task_state: TaskState::Running, .. }), "{:?}", out[1]);
+    assert_eq!(out[2], ReplyOutcome::Applied { task_state: TaskState::Compensating, scheduled: 1 });
+    assert_eq!(out[3], ReplyOutcome::Applied { task_state: TaskState::Running, scheduled: 1 });
+
+    let d = h.task(fanout).await;
+    let names: Vec<&str> = d.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["first", "both", "a", "b"], "rows in creation order");
+    assert!(d.steps.windows(2).all(|w| w[0].id < w[1].id), "ids follow creation");
+    let d = h.task(parent).await;
+    let sub = d.steps.iter().find(|s| s.name == "sub").expect("the sub-workflow step was written");
+    assert_eq!(sub.state, StepState::Processing, "it waits for its child");
+    let child = sub.output.as_ref().and_then(|o| o["task_id"].as_i64()).expect("the step names its child");
+    let c = h.task(shiftboss_core::TaskId(child)).await;
+    assert_eq!(c.task.state, TaskState::Running);
+    assert_eq!(c.steps.iter().map(|s| (s.name.as_str(), s.state)).collect::<Vec<_>>(), [("work", StepState::Pending)]);
+    let d = h.task(order).await;
+    assert_eq!(d.task.state, TaskState::Compensating);
+    assert_eq!(h.step_named(order, "release").await.compensates.as_deref(), Some("reserve"));
+
+    let due = h.claim_all("s1").await;
+    assert_eq!(Harness::<F::Store>::names(&due), ["a", "b", "charge", "release", "work"]);
 }
