@@ -248,7 +248,14 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, shiftboss_sqlite::SCHEMA_VERSION);
-    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 19);
+    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 20);
+    // Migration 20: the outbox trigger's mute covers every message kind (its kinds are grouped).
+    let trigger: String = c
+        .query_row("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'events_outbox_task'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(trigger.contains("WHEN (NEW.kind = 'task.received'"), "{trigger}");
     // Migration 15: history's events are indexed by id, for event streams that resume from an id.
     let by_id: i64 = c
         .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'events_history_id'", [], |r| {

@@ -225,6 +225,7 @@ macro_rules! conformance_suite {
                 a_task_channel_rests_with_its_archived_task_and_goes_with_its_purge,
                 the_backlog_counts_up_to_a_cap_and_names_the_earliest_due,
                 a_restored_job_wakes_its_resting_channel,
+                a_restored_task_sends_no_message_again_for_its_old_events,
             }
             stream {
                 every_event_once_in_id_order_with_filters,

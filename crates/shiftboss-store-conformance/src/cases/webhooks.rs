@@ -450,3 +450,47 @@ pub async fn a_restored_job_wakes_its_resting_channel<F: Fixture>(f: F) {
         "the new attempt's messages go out on the woken channel: {sent:?}"
     );
 }
+
+/// A task brought back from history (a job resubmitted from there) brings its events back with
+/// it; they were messages once already, so no subscription gets them again: a standing
+/// subscription's messages for the task after the resubmit are the new attempt's only.
+pub async fn a_restored_task_sends_no_message_again_for_its_old_events<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.enqueue(vec![EnqueueJob::new("mail", json!({"n": 0}))]).await;
+    let every =
+        NewSubscription { target: target("https://hooks.example.com/all", &[]), workflow: None, description: None };
+    let every = h.store.create_subscription(every).await.expect("create");
+    let mut p = submit_params("mail-1", &shiftboss_core::jobs::workflow_name("mail"), 0);
+    p.version = Some(1);
+    let job = h.store.submit_task(p).await.expect("submit a job").task_id;
+    loop {
+        let claimed = h.claim("server", &["mail"], 10).await;
+        if claimed.is_empty() {
+            break;
+        }
+        for c in &claimed {
+            if c.task_id == job {
+                h.reply("server", c.id, c.lease_token, ReplyResult::PermanentError("no such mailbox".into())).await;
+            } else {
+                h.complete("server", c, json!({})).await;
+            }
+        }
+    }
+    let of_job =
+        |d: &Vec<DeliveryRecord>| d.iter().filter(|d| d.task_id == job).map(|d| d.event_id).collect::<Vec<_>>();
+    let first =
+        of_job(&h.deliveries_of(DeliveryQuery { subscription: Some(every.id), ..DeliveryQuery::default() }).await);
+    assert!(first.len() >= 3, "received, step in error, failed: {first:?}");
+    let last_old = *first.iter().max().expect("messages of the first attempt");
+    h.deliver_all(|_| false).await;
+    h.advance(secs(1));
+    h.archive_now().await;
+
+    let q = JobQuery { handler: Some("mail".into()), limit: 1000, ..Default::default() };
+    let again = ResubmitJobs { query: q, dry_run: false, actor: "ann".into(), reason: "mailbox made".into() };
+    assert_eq!(h.store.resubmit_jobs(again).await.unwrap().resubmitted, 1);
+    let pending =
+        DeliveryQuery { subscription: Some(every.id), state: Some(DeliveryState::Pending), ..DeliveryQuery::default() };
+    let sent_again: Vec<i64> = of_job(&h.deliveries_of(pending).await).into_iter().filter(|&e| e <= last_old).collect();
+    assert!(sent_again.is_empty(), "the first attempt's events were written as messages again: {sent_again:?}");
+}
