@@ -10,11 +10,13 @@
 //! their creation order by id; a reserved id left unused is a gap in the sequence, nothing more.
 
 use crate::error::map_err;
+use crate::rows::get;
 use crate::tx::Tx;
 use shiftboss_core::{StepId, StepState, TaskId};
 use shiftboss_store::StoreError;
 use shiftboss_store::decided::StepRow;
 use std::collections::{HashMap, VecDeque};
+use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 /// Reserves `$1` step ids. The sequence is looked up once (the subquery is kept apart by its
@@ -64,9 +66,12 @@ struct AheadStep {
 }
 
 impl Tx<'_> {
-    /// Ids this transaction may give the steps it creates without a round trip.
-    pub fn reserve_step_ids(&self, ids: impl IntoIterator<Item = i64>) {
+    /// Ids this transaction may give the steps it creates without a round trip: the rows of a
+    /// [`RESERVE_STEP_IDS`].
+    pub fn reserve_step_ids(&self, reserved: &[Row]) -> Result<(), StoreError> {
+        let ids = reserved.iter().map(|r| get::<i64>(r, 0)).collect::<Result<Vec<_>, _>>()?;
         self.ahead.lock().unwrap_or_else(|p| p.into_inner()).spare.extend(ids);
+        Ok(())
     }
 
     /// A task this transaction inserted, with its bucket (its steps take it).

@@ -8,12 +8,13 @@
 //! 1. One statement applies every fenced step change and writes its event: the UPDATE's WHERE
 //!    repeats each reply's fence (lease token, processing, an agent's row), so the check and the
 //!    write cannot be split; the replies it did not apply go back to the caller to be refused.
-//! 2. The applied steps' tasks and their step rows are read together.
+//! 2. The applied steps' tasks (with their buckets) and their step rows are read together.
 //! 3. The decider runs on each task in memory. A task it only moves (no row to create, change or
 //!    cancel: a retry job, or the last step of a workflow) is written with the others in one
 //!    statement, its event with it. A task whose decide has actions (the next step of a workflow,
-//!    a compensation to start) goes through `advance_task`, which decides again on the same rows
-//!    and writes as one reply at a time would: the outcome is the same, only the cost differs.
+//!    a compensation to start) is written by the shared path from that same decide
+//!    (`advance_decided`), as one reply at a time would be, without reading its rows again; the
+//!    steps it creates are written ahead (`ahead`) under ids reserved for the whole set.
 //!
 //! A top-level task has no parent to tell when it ends, and a decide without actions starts no
 //! child (a failure that starts a failure workflow takes the full path), so nothing here moves a
@@ -110,7 +111,7 @@ pub async fn record_set(
     }
     let mut out: Vec<Option<ReplyOutcome>> = vec![None; replies.len()];
     let mut moves = Moves::default();
-    let mut advance = Vec::new();
+    let mut advance: Vec<(usize, TaskId, TaskRow, Arc<WorkflowDef>, Decision)> = Vec::new();
     for (i, (r, task_id)) in replies.iter().enumerate() {
         if !applied.contains(&r.step_id.0) {
             continue;
@@ -159,20 +160,14 @@ pub async fn record_set(
     // An id for each step the decides create, reserved beside the moves' write (a set of retry
     // jobs, which create none, reserves nothing). A step a decide creates beyond these (a child
     // task's first) is inserted on a round trip of its own.
-    let creates: usize = advance
-        .iter()
-        .map(|(_, _, _, _, d): &(usize, TaskId, TaskRow, Arc<WorkflowDef>, Decision)| {
-            d.actions.iter().filter(|a| matches!(a, Action::Create(_))).count()
-        })
-        .sum();
+    let creates: usize =
+        advance.iter().map(|(_, _, _, _, d)| d.actions.iter().filter(|a| matches!(a, Action::Create(_))).count()).sum();
     let reserve = async {
         if creates == 0 {
             return Ok(());
         }
         let n = i32::try_from(creates).unwrap_or(i32::MAX);
-        let ids = t.query(RESERVE_STEP_IDS, &[&n]).await?;
-        t.reserve_step_ids(ids.iter().map(|r| get::<i64>(r, 0)).collect::<Result<Vec<_>, _>>()?);
-        Ok::<_, StoreError>(())
+        t.reserve_step_ids(&t.query(RESERVE_STEP_IDS, &[&n]).await?)
     };
     tokio::try_join!(moves.write(t, actor), reserve)?;
 

@@ -127,7 +127,7 @@ pub async fn insert_submitted(t: &Tx<'_>, new: &[NewTask<'_>]) -> Result<Vec<Key
     )
     .await;
     let (inserted, archived, ids) = (inserted.map_err(map_err)?, archived.map_err(map_err)?, ids.map_err(map_err)?);
-    t.reserve_step_ids(ids.iter().map(|r| get::<i64>(r, 0)).collect::<Result<Vec<_>, _>>()?);
+    t.reserve_step_ids(&ids)?;
     let mut new_ids: HashMap<String, TaskId> = HashMap::with_capacity(inserted.len());
     for r in &inserted {
         new_ids.insert(get(r, 1)?, TaskId(get(r, 0)?));
