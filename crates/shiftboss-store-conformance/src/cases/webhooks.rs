@@ -20,6 +20,24 @@ impl<S: Store> Harness<S> {
         d
     }
 
+    /// Runs every due `mail` job: `job` gives up (a permanent error), the others complete.
+    async fn run_mail_giving_up_on(&self, job: TaskId) {
+        loop {
+            let claimed = self.claim("server", &["mail"], 10).await;
+            if claimed.is_empty() {
+                break;
+            }
+            for c in &claimed {
+                if c.task_id == job {
+                    let gave_up = ReplyResult::PermanentError("no such mailbox".into());
+                    self.reply("server", c.id, c.lease_token, gave_up).await;
+                } else {
+                    self.complete("server", c, json!({})).await;
+                }
+            }
+        }
+    }
+
     async fn claim_messages(&self, limit: u32) -> ClaimedDeliveries {
         let p = ClaimDeliveries { limit, lease: secs(30) };
         self.store.claim_deliveries(p).await.expect("claim deliveries")
@@ -416,19 +434,7 @@ pub async fn a_restored_job_wakes_its_resting_channel<F: Fixture>(f: F) {
     p.version = Some(1);
     p.notify = Some(target("https://hooks.example.com/mail", &[]));
     let job = h.store.submit_task(p).await.expect("submit a job with a channel").task_id;
-    loop {
-        let claimed = h.claim("server", &["mail"], 10).await;
-        if claimed.is_empty() {
-            break;
-        }
-        for c in &claimed {
-            if c.task_id == job {
-                h.reply("server", c.id, c.lease_token, ReplyResult::PermanentError("no such mailbox".into())).await;
-            } else {
-                h.complete("server", c, json!({})).await;
-            }
-        }
-    }
+    h.run_mail_giving_up_on(job).await;
     let channel = h.own_channel(job, -1).await;
     h.deliver_all(|_| false).await;
     h.advance(secs(1));
@@ -463,19 +469,7 @@ pub async fn a_restored_task_sends_no_message_again_for_its_old_events<F: Fixtur
     let mut p = submit_params("mail-1", &shiftboss_core::jobs::workflow_name("mail"), 0);
     p.version = Some(1);
     let job = h.store.submit_task(p).await.expect("submit a job").task_id;
-    loop {
-        let claimed = h.claim("server", &["mail"], 10).await;
-        if claimed.is_empty() {
-            break;
-        }
-        for c in &claimed {
-            if c.task_id == job {
-                h.reply("server", c.id, c.lease_token, ReplyResult::PermanentError("no such mailbox".into())).await;
-            } else {
-                h.complete("server", c, json!({})).await;
-            }
-        }
-    }
+    h.run_mail_giving_up_on(job).await;
     let of_job =
         |d: &Vec<DeliveryRecord>| d.iter().filter(|d| d.task_id == job).map(|d| d.event_id).collect::<Vec<_>>();
     let first =
