@@ -14,6 +14,11 @@ use shiftboss::config::FileConfig;
 use shiftboss::target::{self, DbTarget};
 use std::process::ExitCode;
 
+// The allocator of the product's binary (see its main.rs), so that the lab's in-process drains
+// measure what `serve` runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "shiftboss-lab",
