@@ -85,6 +85,8 @@ pub use claim::claim_statement;
 #[doc(hidden)]
 pub use fence::fenced_statements;
 pub use migrate::SCHEMA_VERSION;
+#[doc(hidden)]
+pub use query::QUEUE_STATS;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};

@@ -32,6 +32,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (17, "0017_more_step_kinds", include_str!("migrations/0017_more_step_kinds.sql")),
     (18, "0018_deadlines_and_domains", include_str!("migrations/0018_deadlines_and_domains.sql")),
     (19, "0019_progress_and_documents", include_str!("migrations/0019_progress_and_documents.sql")),
+    (20, "0020_queue_stats", include_str!("migrations/0020_queue_stats.sql")),
 ];
 
 /// The schema version this build writes and reads.

@@ -270,18 +270,25 @@ pub async fn summarize(c: Conn<'_>) -> Result<Summary, StoreError> {
     })
 }
 
+/// The live agent steps by agent type and state (and for pending ones, whether due at `$1`): each
+/// state counted through its own partial index (`steps_due`, `steps_processing`, `steps_error`),
+/// so that a scrape reads the live steps only, never the finished ones beside them.
+pub const QUEUE_STATS: &str = "
+SELECT agent, 'pending', due_at <= $1, count(*), min(due_at) FROM steps
+ WHERE state = 'pending' AND kind = 'agent' GROUP BY agent, due_at <= $1
+UNION ALL
+SELECT agent, 'processing', false, count(*), min(due_at) FROM steps
+ WHERE state = 'processing' AND kind = 'agent' GROUP BY agent
+UNION ALL
+SELECT agent, 'error', false, count(*), min(due_at) FROM steps
+ WHERE state = 'error' AND kind = 'agent' GROUP BY agent";
+
 /// Each agent type's queue at `now` (see [`shiftboss_store::QueueStats`]): live agent steps only.
 pub async fn queue_stats(
     c: Conn<'_>,
     now: shiftboss_core::Timestamp,
 ) -> Result<shiftboss_store::QueueStats, StoreError> {
-    let rows = c
-        .query(
-            "SELECT agent, state, state = 'pending' AND due_at <= $1, count(*), min(due_at) FROM steps
-             WHERE kind = 'agent' AND state IN ('pending', 'processing', 'error') GROUP BY 1, 2, 3",
-            &[&now.0],
-        )
-        .await?;
+    let rows = c.query(QUEUE_STATS, &[&now.0]).await?;
     let rows = rows
         .iter()
         .map(|r| {

@@ -193,3 +193,35 @@ async fn fenced_writes_find_their_rows_by_id_whatever_the_statistics() {
         }
     }
 }
+
+/// The queue statistics (each `/metrics` scrape, the console's queues) read the live steps through
+/// their partial indexes, not the whole table: here 20,000 finished steps beside 300 live ones,
+/// analyzed. As one query over the three live states it was a scan of every step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_statistics_read_the_live_steps_only() {
+    let Some(url) = test_db() else { return };
+    let s = TestSchema::migrated(&url).await;
+    let store = PostgresStore::connect(&s.url, &s.options(false)).await.unwrap();
+    let c = admin(&s.url).await;
+    for _ in 0..10 {
+        let jobs = (0..2000).map(|i| EnqueueJob::new("mail", json!({"n": i}))).collect::<Vec<_>>();
+        store.enqueue_jobs(EnqueueJobs { jobs, actor: "app".into() }).await.unwrap();
+    }
+    c.batch_execute(&format!(
+        "SET search_path TO \"{0}\";
+         UPDATE steps SET state = 'processed' WHERE id > 300;
+         UPDATE steps SET state = 'processing', locked_by = 'w', complete_by = 1 WHERE id <= 100;
+         UPDATE steps SET state = 'error' WHERE id > 100 AND id <= 200;
+         ANALYZE steps;",
+        s.name
+    ))
+    .await
+    .unwrap();
+    let plan = plan_of(&c, shiftboss_postgres::QUEUE_STATS, &[&0i64]).await;
+    assert!(!plan.contains("Seq Scan on steps"), "{plan}");
+    assert!(plan.contains("steps_error"), "{plan}");
+    // And the counts are right.
+    let stats = store.queue_stats().await.unwrap();
+    let mail = stats.agents.iter().find(|a| a.agent == "mail").expect("mail's queue");
+    assert_eq!((mail.processing, mail.error, mail.due + mail.later), (100, 100, 100), "{mail:?}");
+}

@@ -32,6 +32,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0018_deadlines_and_domains.sql"),
     include_str!("migrations/0019_progress_and_documents.sql"),
     include_str!("migrations/0020_outbox_mute.sql"),
+    include_str!("migrations/0021_queue_stats.sql"),
 ];
 
 /// The schema version this build writes and reads.

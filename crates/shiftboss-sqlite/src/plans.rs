@@ -2,7 +2,7 @@
 //! condition implies the index's own, so rewriting one side alone (as migrations 7 and 9 did to
 //! the indexes) would silently turn the read into a scan of the table.
 
-use crate::{archive, claim, expire, next, open, reconcile, writes};
+use crate::{archive, claim, expire, next, open, query, reconcile, writes};
 
 fn plan(sql: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
@@ -44,4 +44,16 @@ fn reads_of_processing_steps_use_their_index() {
         let plan = plan(sql);
         assert!(plan.contains("INDEX steps_processing"), "{sql}\nreads {plan}");
     }
+}
+
+#[test]
+fn the_queue_statistics_read_the_live_steps_only() {
+    // A scrape of /metrics runs this: each state through its partial index (migration 21), not a
+    // scan of every step, finished ones included.
+    let plan = plan(query::QUEUE_STATS);
+    for index in ["steps_processing", "steps_error"] {
+        assert!(plan.contains(&format!("INDEX {index}")), "reads {plan}");
+    }
+    assert!(plan.contains("INDEX steps_due") || plan.contains("INDEX steps_next_due"), "reads {plan}");
+    assert!(!plan.split("; ").any(|step| step.starts_with("SCAN steps") && !step.contains("INDEX")), "reads {plan}");
 }

@@ -239,22 +239,29 @@ pub fn list_workflows(c: &Connection) -> Result<Vec<WorkflowSummary>, StoreError
     })
 }
 
+/// The live agent steps by agent type and state (and for pending ones, whether due at `?1`): each
+/// state counted through its own partial index (`steps_due`, `steps_processing`, `steps_error`),
+/// so that a scrape reads the live steps only, never the finished ones beside them.
+pub const QUEUE_STATS: &str = "
+SELECT agent, 'pending', due_at <= ?1, count(*), min(due_at) FROM steps
+ WHERE state = 'pending' AND kind = 'agent' GROUP BY agent, due_at <= ?1
+UNION ALL
+SELECT agent, 'processing', false, count(*), min(due_at) FROM steps
+ WHERE state = 'processing' AND kind = 'agent' GROUP BY agent
+UNION ALL
+SELECT agent, 'error', false, count(*), min(due_at) FROM steps
+ WHERE state = 'error' AND kind = 'agent' GROUP BY agent";
+
 /// Each agent type's queue at `now` (see [`shiftboss_store::QueueStats`]): live agent steps only.
 pub fn queue_stats(c: &Connection, now: shiftboss_core::Timestamp) -> Result<shiftboss_store::QueueStats, StoreError> {
-    let rows = collect(
-        c,
-        "SELECT agent, state, state = 'pending' AND due_at <= ?1, count(*), min(due_at) FROM steps
-         WHERE kind = 'agent' AND state IN ('pending', 'processing', 'error') GROUP BY 1, 2, 3",
-        [now.0],
-        |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, bool>(2)?,
-                r.get::<_, i64>(3)? as u64,
-                r.get::<_, Option<i64>>(4)?,
-            ))
-        },
-    )?;
+    let rows = collect(c, QUEUE_STATS, [now.0], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, bool>(2)?,
+            r.get::<_, i64>(3)? as u64,
+            r.get::<_, Option<i64>>(4)?,
+        ))
+    })?;
     Ok(shiftboss_store::QueueStats::from_rows(now, rows))
 }

@@ -248,7 +248,12 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, shiftboss_sqlite::SCHEMA_VERSION);
-    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 20);
+    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 21);
+    // Migration 21: steps in Error have an index of their own (the queue statistics read it).
+    let error_index: i64 = c
+        .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'steps_error'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(error_index, 1);
     // Migration 20: the outbox trigger's mute covers every message kind (its kinds are grouped).
     let trigger: String = c
         .query_row("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'events_outbox_task'", [], |r| {
