@@ -15,8 +15,9 @@ use std::time::Duration;
 
 // mimalloc, not glibc's malloc: serve's HTTP clients and servers allocate and free many small,
 // short-lived buffers across the runtime's threads, and glibc's malloc and free were about a
-// fifth of serve's CPU in a profile of the HTTP agent's drain; with mimalloc that drain runs about
-// 7% faster (docs/performance.md, "The allocator").
+// fifth of serve's CPU in a profile of the HTTP agent's drain. Built without transparent huge
+// pages (`no_thp`), whose zeroing took more than malloc had. Figures: docs/performance.md, "The
+// allocator".
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
