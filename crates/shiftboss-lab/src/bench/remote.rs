@@ -6,8 +6,8 @@
 //!
 //! Two phases. Throughput: `--steps` tasks are submitted through the API's batch route before the
 //! workers start; the clock runs from their start to the moment no task runs any more (one
-//! task asked for by state, every 20 ms). Pickup: with the workers idle in their long polls, one task every
-//! `--pickup-every-ms`; each carries the wall time just before its submit call, and the handler
+//! task asked for by state, every 20 ms). Pickup: with the workers idle in their long polls, one
+//! task every `--pickup-every-ms`; each carries the wall time just before its submit call, and the handler
 //! that receives it notes the difference (one machine, one clock). Each worker prints what it
 //! noted when stopped with SIGTERM.
 
