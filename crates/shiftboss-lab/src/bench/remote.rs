@@ -5,11 +5,11 @@
 //! as its SDKs do (a batch poll for the free slots, then one `POST /api/tasks` per task).
 //!
 //! Two phases. Throughput: `--steps` tasks are submitted through the API's batch route before the
-//! workers start; the clock runs from their start to the moment no task runs any more (one
-//! task asked for by state, every 20 ms). Pickup: with the workers idle in their long polls, one
-//! task every `--pickup-every-ms`; each carries the wall time just before its submit call, and the handler
-//! that receives it notes the difference (one machine, one clock). Each worker prints what it
-//! noted when stopped with SIGTERM.
+//! workers start; the clock runs from their start to the moment no task runs any more (one task
+//! asked for by state, every 20 ms). Pickup: with the workers idle in their long polls, one task
+//! every `--pickup-every-ms`; each carries the wall time just before its submit call, and the
+//! handler that receives it notes the difference (one machine, one clock). Each worker prints what
+//! it noted when stopped with SIGTERM.
 
 use super::stats::{round3, summary};
 use clap::Args;
