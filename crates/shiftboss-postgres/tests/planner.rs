@@ -107,6 +107,14 @@ async fn the_claim_looks_picked_steps_up_by_id_whatever_the_statistics() {
     assert!(!plan.iter().any(|l| l.contains("Join Filter")), "a join compares every pair of rows: {plan:#?}");
 }
 
+/// `n` jobs of the agent `mail`, enqueued 2,000 at a time.
+async fn enqueue_mail_jobs(store: &PostgresStore, n: usize) {
+    for start in (0..n).step_by(2000) {
+        let jobs = (start..n.min(start + 2000)).map(|i| EnqueueJob::new("mail", json!({"n": i}))).collect::<Vec<_>>();
+        store.enqueue_jobs(EnqueueJobs { jobs, actor: "app".into() }).await.unwrap();
+    }
+}
+
 /// The plan of `sql` (run as `EXPLAIN`, so nothing changes) with `params`.
 async fn plan_of(
     c: &tokio_postgres::Client,
@@ -128,10 +136,7 @@ async fn fenced_writes_find_their_rows_by_id_whatever_the_statistics() {
     let s = TestSchema::migrated(&url).await;
     let store = PostgresStore::connect(&s.url, &s.options(false)).await.unwrap();
     let c = admin(&s.url).await;
-    for _ in 0..10 {
-        let jobs = (0..2000).map(|i| EnqueueJob::new("mail", json!({"n": i}))).collect::<Vec<_>>();
-        store.enqueue_jobs(EnqueueJobs { jobs, actor: "app".into() }).await.unwrap();
-    }
+    enqueue_mail_jobs(&store, 20_000).await;
     c.batch_execute(&format!(
         "SET search_path TO \"{0}\";
          INSERT INTO subscriptions (url, secret, state, created_at, updated_at)
@@ -203,10 +208,7 @@ async fn the_queue_statistics_read_the_live_steps_only() {
     let s = TestSchema::migrated(&url).await;
     let store = PostgresStore::connect(&s.url, &s.options(false)).await.unwrap();
     let c = admin(&s.url).await;
-    for _ in 0..10 {
-        let jobs = (0..2000).map(|i| EnqueueJob::new("mail", json!({"n": i}))).collect::<Vec<_>>();
-        store.enqueue_jobs(EnqueueJobs { jobs, actor: "app".into() }).await.unwrap();
-    }
+    enqueue_mail_jobs(&store, 20_000).await;
     c.batch_execute(&format!(
         "SET search_path TO \"{0}\";
          UPDATE steps SET state = 'processed' WHERE id > 300;

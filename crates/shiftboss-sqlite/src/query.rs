@@ -240,8 +240,8 @@ pub fn list_workflows(c: &Connection) -> Result<Vec<WorkflowSummary>, StoreError
 }
 
 /// The live agent steps by agent type and state (and for pending ones, whether due at `?1`): each
-/// state counted through its own partial index (`steps_due`, `steps_processing`, `steps_error`),
-/// so that a scrape reads the live steps only, never the finished ones beside them.
+/// state counted through the partial indexes of that state (`steps_error` for steps in Error), so
+/// that a scrape reads the live steps only, never the finished ones beside them.
 pub const QUEUE_STATS: &str = "
 SELECT agent, 'pending', due_at <= ?1, count(*), min(due_at) FROM steps
  WHERE state = 'pending' AND kind = 'agent' GROUP BY agent, due_at <= ?1
