@@ -8,11 +8,13 @@
 //! - Drain: `--tasks` one-step no-op tasks submitted (not timed), then drained by a fresh engine,
 //!   each task of the drains with channels with its own subscription to every message (3 per
 //!   task: received, step completed, completed):
-//!   1. `--rounds` times, in turns of order: without subscriptions, and with them, the draining
-//!      engine's dispatcher off, as when dispatchers run in other processes (`serve --roles
-//!      dispatcher`): what writing the outbox in each change's transaction costs the drain (the
-//!      medians, and the median of the rounds' ratios). Then a dispatcher alone sends them:
-//!      deliveries per second;
+//!   `--rounds` times, three drains in turns of order (the figures are the rounds' medians, and
+//!   each ratio the median of the rounds' ratios to the drain without):
+//!   1. without subscriptions;
+//!   2. with them, the draining engine's dispatcher off, as when dispatchers run in other
+//!      processes (`serve --roles dispatcher`): what writing the outbox in each change's
+//!      transaction costs the drain. Then a dispatcher alone sends what it wrote: deliveries per
+//!      second;
 //!   3. with them, the draining engine also delivering, as `serve` does by default, on the same
 //!      cores (and beside this process's receiver): tasks per second, and the latency of the
 //!      messages written while the drain ran (step completed, completed), from the event's time
@@ -49,8 +51,8 @@ pub struct NotifyArgs {
     /// Steps in flight; claims and reply batches take up to half of them.
     #[arg(long, default_value_t = 2048)]
     concurrency: u32,
-    /// Rounds of the drains without and with channels (each round both, in turns of order); the
-    /// figures are their medians.
+    /// Rounds of the three drains (without channels, writing them, also delivering them; each
+    /// round all three, in turns of order); the figures are their medians.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
     rounds: u32,
     /// Give up a phase after this long.
@@ -138,68 +140,80 @@ pub async fn run(db: &DbTarget, a: NotifyArgs) -> anyhow::Result<Value> {
         tokio::time::sleep(a.every).await;
     }
     running.shutdown().await;
-    eprintln!("bench notify: idle round done ({} tasks); draining without subscriptions", a.idle);
+    eprintln!("bench notify: idle round done ({} tasks); the drains follow", a.idle);
 
-    // Each round drains once without channels and once writing them, in turns of order (the later
-    // drain runs beside the earlier one's finished rows), so that the ratio is of neighbours.
+    // Each round drains three times: without channels, writing them (then a dispatcher alone sends
+    // what that drain wrote), and writing them while the draining engine delivers (then its
+    // dispatcher sends the rest before anything else runs). The order turns from round to round
+    // (a later drain runs beside the earlier ones' finished rows), so that each ratio is of
+    // neighbours.
     let mut rounds = Vec::new();
+    let mut sent = Vec::new();
+    let mut load = Vec::new();
     for r in 0..a.rounds {
-        let mut pair = [0.0f64; 2];
-        let order: [usize; 2] = if r % 2 == 0 { [0, 1] } else { [1, 0] };
-        for which in order {
-            let (label, notify) = if which == 0 {
-                (format!("plain{r}"), None)
-            } else {
-                (format!("written{r}"), Some(target(Vec::new())))
-            };
-            let (d, running) = drain(&store, &run, &label, a.tasks, notify, false, &a).await?;
-            running.shutdown().await;
-            pair[which] = d.per_s;
+        let mut three = [0.0f64; 3];
+        for k in 0..3 {
+            let which = (k + r as usize) % 3;
+            let label = format!("{}{r}", ["plain", "written", "delivering"][which]);
+            let mine = format!("-{label}-");
+            let notify = (which > 0).then(|| target(Vec::new()));
+            let (d, running) = drain(&store, &run, &label, a.tasks, notify, which == 2, &a).await?;
+            three[which] = d.per_s;
+            match which {
+                0 => running.shutdown().await,
+                1 => {
+                    running.shutdown().await;
+                    let sender = engine(
+                        store.clone(),
+                        a.concurrency,
+                        Some(Roles { scheduler: false, supervisor: false, dispatcher: true }),
+                    )?;
+                    let sending = Instant::now();
+                    let running = sender.start();
+                    let arrived = arrivals(&inbox, &mine, a.tasks * 3, a.timeout).await;
+                    running.shutdown().await;
+                    let (_, last) = arrived?;
+                    sent.push(last.saturating_duration_since(sending).as_secs_f64());
+                }
+                _ => {
+                    // The engine runs on after the drain: its dispatcher sends what is left.
+                    let arrived = arrivals(&inbox, &mine, a.tasks * 3, a.timeout).await;
+                    running.shutdown().await;
+                    load.extend(arrived?.0);
+                }
+            }
         }
         eprintln!(
-            "bench notify: round {}: {:.0} tasks/s without, {:.0} writing the outbox ({:.2}x)",
+            "bench notify: round {}: {:.0} tasks/s without, {:.0} writing the outbox ({:.2}x), {:.0} also delivering ({:.2}x)",
             r + 1,
-            pair[0],
-            pair[1],
-            pair[1] / pair[0]
+            three[0],
+            three[1],
+            three[1] / three[0],
+            three[2],
+            three[2] / three[0]
         );
-        rounds.push(pair);
+        rounds.push(three);
     }
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let without = median(rounds.iter().map(|p| p[0]).collect());
-    let written = median(rounds.iter().map(|p| p[1]).collect());
-    let ratio = median(rounds.iter().map(|p| p[1] / p[0]).collect());
-    eprintln!("bench notify: a dispatcher alone sends the written rounds' messages");
-    let sender =
-        engine(store.clone(), a.concurrency, Some(Roles { scheduler: false, supervisor: false, dispatcher: true }))?;
-    let sending = Instant::now();
-    let running = sender.start();
-    let arrived = arrivals(&inbox, "-written", a.tasks * 3 * u64::from(a.rounds), a.timeout).await;
-    running.shutdown().await;
-    let (_, last) = arrived?;
-    let deliveries_s = last.saturating_duration_since(sending).as_secs_f64();
-    eprintln!("bench notify: sent; draining while delivering");
-
-    // The engine runs on after the drain: its dispatcher sends what is left.
-    let (delivering, running) = drain(&store, &run, "delivering", a.tasks, Some(target(Vec::new())), true, &a).await?;
-    let arrived = arrivals(&inbox, "-delivering-", a.tasks * 3, a.timeout).await;
-    running.shutdown().await;
-    let (load, _) = arrived?;
+    let of = |i: usize| median(rounds.iter().map(|p| p[i]).collect());
+    let ratio_of = |i: usize| median(rounds.iter().map(|p| p[i] / p[0]).collect());
+    let deliveries_s = median(sent);
     Ok(json!({
         "workload": "notify", "store": store_name(db), "tasks": a.tasks, "concurrency": a.concurrency,
         "idle": stats::summary(idle),
         "rounds": rounds.iter().map(|p| json!({"without_per_s": stats::round3(p[0]), "with_per_s": stats::round3(p[1]),
-            "ratio": stats::round3(p[1] / p[0])})).collect::<Vec<_>>(),
-        "drain_without_per_s": stats::round3(without),
-        "drain_with_per_s": stats::round3(written),
-        "ratio": stats::round3(ratio),
-        "drain_delivering_per_s": stats::round3(delivering.per_s),
-        "ratio_delivering": stats::round3(delivering.per_s / without),
-        "deliveries": a.tasks * 3 * u64::from(a.rounds),
-        "deliveries_per_s": stats::round3((a.tasks * 3 * u64::from(a.rounds)) as f64 / deliveries_s.max(1e-9)),
+            "ratio": stats::round3(p[1] / p[0]), "delivering_per_s": stats::round3(p[2]),
+            "ratio_delivering": stats::round3(p[2] / p[0])})).collect::<Vec<_>>(),
+        "drain_without_per_s": stats::round3(of(0)),
+        "drain_with_per_s": stats::round3(of(1)),
+        "ratio": stats::round3(ratio_of(1)),
+        "drain_delivering_per_s": stats::round3(of(2)),
+        "ratio_delivering": stats::round3(ratio_of(2)),
+        "deliveries": a.tasks * 3,
+        "deliveries_per_s": stats::round3((a.tasks * 3) as f64 / deliveries_s.max(1e-9)),
         "under_load": stats::summary(load),
     }))
 }
