@@ -148,12 +148,15 @@ pub async fn claim(t: &Tx<'_>, p: &ClaimDeliveries) -> Result<ClaimedDeliveries,
     let now = t.now.0;
     let lease_end = now.saturating_add(duration_ms(p.lease));
     let limit = i64::from(p.limit);
+    let from = p.due_from.map_or(i64::MIN, |f| f.0);
     // MATERIALIZED with SKIP LOCKED: two dispatchers never take one row, and the picked set is
-    // read once (a plain IN (subquery) may run it again and take more than the limit).
+    // read once (a plain IN (subquery) may run it again and take more than the limit). The lower
+    // bound ($4) starts the due index's scan past the dead entries of what earlier claims took.
     let sql = format!(
         "WITH picked AS MATERIALIZED (
-             SELECT d.id FROM deliveries d JOIN subscriptions s ON s.id = d.subscription_id
-              WHERE d.state = 'pending' AND d.due_at <= $1 AND s.state = 'active' AND s.paused_until <= $1
+             SELECT d.id, d.due_at FROM deliveries d JOIN subscriptions s ON s.id = d.subscription_id
+              WHERE d.state = 'pending' AND d.due_at <= $1 AND d.due_at >= $4
+                AND s.state = 'active' AND s.paused_until <= $1
               ORDER BY d.due_at, d.id LIMIT $3
                 FOR UPDATE OF d SKIP LOCKED
          ), claimed AS (
@@ -161,12 +164,14 @@ pub async fn claim(t: &Tx<'_>, p: &ClaimDeliveries) -> Result<ClaimedDeliveries,
                FROM picked WHERE d.id = picked.id
              RETURNING d.*
          )
-         SELECT {}, c.lock_token, s.url, s.secret FROM claimed c JOIN subscriptions s ON s.id = c.subscription_id
+         SELECT {}, c.lock_token, s.url, s.secret, p.due_at
+           FROM claimed c JOIN picked p ON p.id = c.id JOIN subscriptions s ON s.id = c.subscription_id
           ORDER BY c.id",
         DELIVERY_COLUMNS.split(", ").map(|c| format!("c.{c}")).collect::<Vec<_>>().join(", ")
     );
-    let rows = t.query(&sql, &[&now, &lease_end, &limit]).await?;
+    let rows = t.query(&sql, &[&now, &lease_end, &limit, &from]).await?;
     let mut deliveries = Vec::with_capacity(rows.len());
+    let mut latest_due = i64::MIN;
     for r in &rows {
         deliveries.push(ClaimedDelivery {
             delivery: delivery(r)?,
@@ -174,8 +179,10 @@ pub async fn claim(t: &Tx<'_>, p: &ClaimDeliveries) -> Result<ClaimedDeliveries,
             url: get(r, 23)?,
             secret: get(r, 24)?,
         });
+        latest_due = latest_due.max(get(r, 25)?);
     }
-    let next_due = if deliveries.len() < p.limit as usize {
+    let full = deliveries.len() >= p.limit as usize;
+    let next_due = if !full {
         // The next one to fall due: one step down the due index, however many wait (a pause's
         // end is not looked for: the dispatcher's idle poll finds it).
         let row =
@@ -185,7 +192,8 @@ pub async fn claim(t: &Tx<'_>, p: &ClaimDeliveries) -> Result<ClaimedDeliveries,
         None
     };
     let next_due = next_due.map(|t| Timestamp(t).since(Timestamp(now)));
-    Ok(ClaimedDeliveries { deliveries, now: Timestamp(now), next_due })
+    let taken_through = Timestamp(if full { latest_due } else { now });
+    Ok(ClaimedDeliveries { deliveries, now: Timestamp(now), next_due, taken_through })
 }
 
 /// Writes a dispatcher's outcomes, each fenced by its claim's token: one statement for all of

@@ -141,19 +141,35 @@ pub fn delete(t: &Tx<'_>, id: i64) -> Result<bool, StoreError> {
 pub fn claim(t: &Tx<'_>, p: &ClaimDeliveries) -> Result<ClaimedDeliveries, StoreError> {
     let now = t.now.0;
     let lease_end = now.saturating_add(duration_ms(p.lease));
+    let from = p.due_from.map_or(i64::MIN, |f| f.0);
+    // Picked, then updated by id: the picked rows' due times (before the claim moves them to the
+    // lease's end) tell how far this claim took the queue (`taken_through`).
+    let picked: Vec<(i64, i64)> = {
+        let mut st =
+            t.tx.prepare_cached(
+                "SELECT d.id, d.due_at FROM deliveries d INDEXED BY deliveries_due
+                   JOIN subscriptions s ON s.id = d.subscription_id
+                  WHERE d.state = 'pending' AND d.due_at <= ?1 AND d.due_at >= ?2
+                    AND s.state = 'active' AND s.paused_until <= ?1
+                  ORDER BY d.due_at, d.id LIMIT ?3",
+            )
+            .map_err(map_err)?;
+        let rows = st.query_map(params![now, from, p.limit], |r| Ok((r.get(0)?, r.get(1)?))).map_err(map_err)?;
+        rows.collect::<Result<_, _>>().map_err(map_err)?
+    };
+    let full = picked.len() >= p.limit as usize;
+    let latest_due = picked.iter().map(|&(_, due)| due).max().unwrap_or(now);
+    let ids = serde_json::Value::from(picked.iter().map(|&(id, _)| id).collect::<Vec<i64>>()).to_string();
     let sql = format!(
         "UPDATE deliveries SET due_at = ?2, lock_token = lock_token + 1, attempts = attempts + 1, updated_at = ?1
-          WHERE id IN (SELECT d.id FROM deliveries d INDEXED BY deliveries_due
-                         JOIN subscriptions s ON s.id = d.subscription_id
-                        WHERE d.state = 'pending' AND d.due_at <= ?1
-                          AND s.state = 'active' AND s.paused_until <= ?1
-                        ORDER BY d.due_at, d.id LIMIT ?3)
+          WHERE id IN (SELECT value FROM json_each(?3))
           RETURNING {DELIVERY_COLUMNS}, lock_token"
     );
-    let mut claimed: Vec<(DeliveryRecord, i64)> = {
+    let mut claimed: Vec<(DeliveryRecord, i64)> = if picked.is_empty() {
+        Vec::new()
+    } else {
         let mut st = t.tx.prepare_cached(&sql).map_err(map_err)?;
-        let rows =
-            st.query_map(params![now, lease_end, p.limit], |r| Ok((delivery(r)?, r.get(22)?))).map_err(map_err)?;
+        let rows = st.query_map(params![now, lease_end, ids], |r| Ok((delivery(r)?, r.get(22)?))).map_err(map_err)?;
         rows.collect::<Result<_, _>>().map_err(map_err)?
     };
     claimed.sort_by_key(|(d, _)| d.id);
@@ -164,7 +180,7 @@ pub fn claim(t: &Tx<'_>, p: &ClaimDeliveries) -> Result<ClaimedDeliveries, Store
             target.query_row([delivery.subscription_id], |r| Ok((r.get(0)?, r.get(1)?))).map_err(map_err)?;
         deliveries.push(ClaimedDelivery { delivery, url, secret, token });
     }
-    let next_due = if deliveries.len() < p.limit as usize {
+    let next_due = if !full {
         // The next one to fall due: one step down the due index, however many wait (a pause's
         // end is not looked for: the dispatcher's idle poll finds it).
         t.tx.prepare_cached(
@@ -176,7 +192,8 @@ pub fn claim(t: &Tx<'_>, p: &ClaimDeliveries) -> Result<ClaimedDeliveries, Store
         None
     };
     let next_due = next_due.map(|t| Timestamp(t).since(Timestamp(now)));
-    Ok(ClaimedDeliveries { deliveries, now: Timestamp(now), next_due })
+    let taken_through = Timestamp(if full { latest_due } else { now });
+    Ok(ClaimedDeliveries { deliveries, now: Timestamp(now), next_due, taken_through })
 }
 
 pub fn record(t: &Tx<'_>, outcomes: &[DeliveryOutcome]) -> Result<Vec<bool>, StoreError> {

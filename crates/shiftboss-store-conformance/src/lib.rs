@@ -221,6 +221,7 @@ macro_rules! conformance_suite {
                 a_task_subscription_gets_every_message_in_order_with_its_content,
                 standing_subscriptions_filter_by_workflow_and_kind,
                 claims_are_leased_and_fenced_and_outcomes_apply_once,
+                a_claim_from_a_floor_passes_over_what_is_due_before_it,
                 failures_retry_die_and_are_redelivered_and_receivers_are_heard,
                 a_task_channel_rests_with_its_archived_task_and_goes_with_its_purge,
                 the_backlog_counts_up_to_a_cap_and_names_the_earliest_due,

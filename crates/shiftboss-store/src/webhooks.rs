@@ -346,6 +346,12 @@ pub struct ClaimDeliveries {
     pub limit: u32,
     /// A claimed delivery is due again after this (a dispatcher that died mid-send).
     pub lease: Duration,
+    /// Only deliveries due at or after this: the dispatcher passes back (less a margin) the
+    /// `taken_through` of its last claim, so that a claim need not pass again over what the ones
+    /// before it took. On PostgreSQL a sent delivery leaves a dead entry at the front of the due
+    /// index until a vacuum, and a claim from the front walked them all: 2.8 ms a claim beside
+    /// 360,000 of them, most of the dispatcher's cost. `None`: from the front.
+    pub due_from: Option<Timestamp>,
 }
 
 /// One claimed delivery, with what the dispatcher needs to send it.
@@ -368,6 +374,11 @@ pub struct ClaimedDeliveries {
     /// When the claim came up short: how long from `now` until a pending delivery falls due (for
     /// the dispatcher to sleep), if any.
     pub next_due: Option<Duration>,
+    /// Every delivery this claim could take that was due before this time, it took (as of its
+    /// snapshot: a transaction that commits later may still add one due earlier, and a paused or
+    /// disabled subscription's, or one another claim holds, is passed over): the latest due time
+    /// among the claimed when the claim took its limit, `now` when it came up short.
+    pub taken_through: Timestamp,
 }
 
 /// What became of one attempt.

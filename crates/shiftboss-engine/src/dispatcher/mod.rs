@@ -21,6 +21,7 @@ use crate::outbound::{Body, Outbound, Request};
 use reqwest::{Method, Url};
 use shiftboss_core::Timestamp;
 use shiftboss_core::retry::RetryPolicy;
+use shiftboss_core::time::duration_ms;
 use shiftboss_store::{ClaimDeliveries, ClaimedDelivery, DeliveryOutcome, DeliveryResult, Store, Subscription};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +33,16 @@ use tokio::time::Instant;
 /// The longest a finished delivery waits to be recorded with others, and a claim to be made with
 /// more free slots, while deliveries are in flight.
 const GATHER: Duration = Duration::from_millis(10);
+
+/// A claim starts this far before where the last one left off (`ClaimDeliveries::due_from`): a
+/// transaction that began before that point and commits after it may still write a delivery due
+/// there.
+const FLOOR_MARGIN: Duration = Duration::from_secs(1);
+
+/// A claim starts from the front of the queue at least this often, to take what claims from the
+/// floor pass over: a delivery committed later than the margin allows, a pause's end, a backlog of
+/// a subscription enabled again, a row another dispatcher's claim held and let go.
+const FROM_FRONT_EVERY: Duration = Duration::from_secs(1);
 
 /// The dispatcher's settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -121,6 +132,9 @@ impl Dispatcher {
         let mut done: Vec<DeliveryOutcome> = Vec::new();
         let mut first_done: Option<Instant> = None;
         let mut last_claim: Option<Instant> = None;
+        // Where claims start, and when one starts from the front again.
+        let mut floor: Option<Timestamp> = None;
+        let mut from_front_at = Instant::now();
         let half = self.config.concurrency.div_ceil(2);
         loop {
             if *shutdown.borrow() {
@@ -133,7 +147,9 @@ impl Dispatcher {
                 wait = last_claim.map_or(Duration::ZERO, |t| GATHER.saturating_sub(t.elapsed()));
             }
             if free > 0 && claim_now {
-                let p = ClaimDeliveries { limit: free as u32, lease: self.config.lease };
+                let from_front = Instant::now() >= from_front_at;
+                let due_from = if from_front { None } else { floor };
+                let p = ClaimDeliveries { limit: free as u32, lease: self.config.lease, due_from };
                 last_claim = Some(Instant::now());
                 match tokio::select! {
                     r = self.store.claim_deliveries(p) => Some(r),
@@ -145,6 +161,10 @@ impl Dispatcher {
                         if let Some(n) = failures.succeeded() {
                             tracing::info!(failures = n, "webhook dispatcher: claims succeed again");
                         }
+                        if from_front {
+                            from_front_at = Instant::now() + FROM_FRONT_EVERY;
+                        }
+                        floor = Some(Timestamp(claimed.taken_through.0.saturating_sub(duration_ms(FLOOR_MARGIN))));
                         let full = claimed.deliveries.len() == free;
                         let clock = StoreClock { at_claim: claimed.now, claimed: Instant::now() };
                         for d in claimed.deliveries {

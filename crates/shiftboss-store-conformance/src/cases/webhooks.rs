@@ -39,7 +39,11 @@ impl<S: Store> Harness<S> {
     }
 
     async fn claim_messages(&self, limit: u32) -> ClaimedDeliveries {
-        let p = ClaimDeliveries { limit, lease: secs(30) };
+        self.claim_messages_from(limit, None).await
+    }
+
+    async fn claim_messages_from(&self, limit: u32, due_from: Option<Timestamp>) -> ClaimedDeliveries {
+        let p = ClaimDeliveries { limit, lease: secs(30), due_from };
         self.store.claim_deliveries(p).await.expect("claim deliveries")
     }
 
@@ -228,6 +232,37 @@ pub async fn claims_are_leased_and_fenced_and_outcomes_apply_once<F: Fixture>(f:
     let d = h.store.get_delivery(c.delivery.id).await.expect("get").expect("exists");
     assert_eq!((d.state, d.last_status, d.delivered_at), (DeliveryState::Delivered, Some(204), Some(h.now())));
     assert_eq!(h.claim_messages(10).await.next_due, None, "nothing left to send");
+}
+
+/// The dispatcher's floor: a claim from `due_from` passes over what is due before it, and says
+/// through which due time it took the queue.
+pub async fn a_claim_from_a_floor_passes_over_what_is_due_before_it<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register(&one_step()).await;
+    let mut due = Vec::new();
+    for k in 0..4 {
+        let mut p = submit_params(&format!("k-{k}"), "one", 0);
+        p.notify = Some(target("https://hooks.example.com/a", &[MessageKind::Received]));
+        h.store.submit_task(p).await.expect("submit");
+        due.push(h.now());
+        h.advance(secs(10));
+    }
+    let dues = |c: &ClaimedDeliveries| c.deliveries.iter().map(|d| d.delivery.at).collect::<Vec<_>>();
+
+    // Full: it took the queue through the latest due time among those it claimed.
+    let first = h.claim_messages_from(2, None).await;
+    assert_eq!(dues(&first), vec![due[0], due[1]]);
+    assert_eq!(first.taken_through, due[1]);
+    // From a floor past the third: only the fourth; short, so through the claim's time.
+    let from = Timestamp(due[2].0 + 1);
+    let second = h.claim_messages_from(10, Some(from)).await;
+    assert_eq!(dues(&second), vec![due[3]]);
+    assert_eq!(second.taken_through, h.now());
+    assert!(h.claim_messages_from(10, Some(from)).await.deliveries.is_empty());
+    // From the front: the one the floor passed over.
+    let third = h.claim_messages_from(10, None).await;
+    assert_eq!(dues(&third), vec![due[2]]);
+    assert_eq!(third.taken_through, h.now());
 }
 
 pub async fn failures_retry_die_and_are_redelivered_and_receivers_are_heard<F: Fixture>(f: F) {
