@@ -22,7 +22,10 @@ use reqwest::{Method, Url};
 use shiftboss_core::Timestamp;
 use shiftboss_core::retry::RetryPolicy;
 use shiftboss_core::time::duration_ms;
-use shiftboss_store::{ClaimDeliveries, ClaimedDelivery, DeliveryOutcome, DeliveryResult, Store, Subscription};
+use shiftboss_store::{
+    ClaimDeliveries, ClaimedDeliveries, ClaimedDelivery, DeliveryOutcome, DeliveryResult, Store, StoreError,
+    Subscription,
+};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -147,14 +150,18 @@ impl Dispatcher {
                 wait = last_claim.map_or(Duration::ZERO, |t| GATHER.saturating_sub(t.elapsed()));
             }
             if free > 0 && claim_now {
-                let from_front = Instant::now() >= from_front_at;
+                let mut from_front = Instant::now() >= from_front_at;
                 let due_from = if from_front { None } else { floor };
-                let p = ClaimDeliveries { limit: free as u32, lease: self.config.lease, due_from };
                 last_claim = Some(Instant::now());
-                match tokio::select! {
-                    r = self.store.claim_deliveries(p) => Some(r),
-                    _ = shutdown.changed() => None,
-                } {
+                let mut claimed = self.claim(free, due_from, &mut shutdown).await;
+                if due_from.is_some() && matches!(&claimed, Some(Ok(c)) if c.deliveries.is_empty()) {
+                    // Woken for nothing past the floor: perhaps a delivery whose transaction
+                    // committed later than the margin allows. Looked for at once, not at the
+                    // next claim from the front, which a quiet outbox may not make for a while.
+                    from_front = true;
+                    claimed = self.claim(free, None, &mut shutdown).await;
+                }
+                match claimed {
                     None => break,
                     Some(Ok(claimed)) => {
                         backoff = Duration::from_millis(100);
@@ -225,6 +232,20 @@ impl Dispatcher {
             self.record(done).await;
         };
         let _ = tokio::time::timeout(self.config.call_timeout + Duration::from_secs(1), drain).await;
+    }
+
+    /// Claims up to `free` due deliveries from `due_from`; `None` when shutdown came first.
+    async fn claim(
+        &self,
+        free: usize,
+        due_from: Option<Timestamp>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Option<Result<ClaimedDeliveries, StoreError>> {
+        let p = ClaimDeliveries { limit: free as u32, lease: self.config.lease, due_from };
+        tokio::select! {
+            r = self.store.claim_deliveries(p) => Some(r),
+            _ = shutdown.changed() => None,
+        }
     }
 
     /// Records outcomes, a few tries at most: an outcome not recorded only means the delivery is
