@@ -350,7 +350,8 @@ pub struct ClaimDeliveries {
     /// `taken_through` of its last claim, so that a claim need not pass again over what the ones
     /// before it took. On PostgreSQL a sent delivery leaves a dead entry at the front of the due
     /// index until a vacuum, and a claim from the front walked them all: 2.8 ms a claim beside
-    /// 360,000 of them, most of the dispatcher's cost. `None`: from the front.
+    /// 360,000 of them, the largest part of the dispatcher's PostgreSQL time. `None`: from the
+    /// front.
     pub due_from: Option<Timestamp>,
 }
 
