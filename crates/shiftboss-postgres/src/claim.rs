@@ -30,10 +30,11 @@
 //! while tokens still grow, as the fence's readers (and the chaos audit) expect. 2^32 claims of
 //! one step fit below i64::MAX.
 
+use crate::claim_floor::ClaimFloors;
 use crate::limits::{Allowances, lock_limited};
 use crate::next::next_claimable_expr;
 use crate::rows::{get, json};
-use crate::tx::{Conn, DB_NOW_EXPR, Params, Tx};
+use crate::tx::{Conn, DB_NOW_EXPR, Tx};
 use shiftboss_core::{LeaseToken, StepId, TaskId, Timestamp};
 use shiftboss_store::{AgentLimit, ClaimDueSteps, ClaimedStep, ClaimedWork, ExtendLease, StoreError, event_kind as ev};
 use std::sync::LazyLock;
@@ -56,19 +57,20 @@ use tokio_postgres::Row;
 /// not once per claimed row. The last SELECT returns one row even when nothing was claimed. It
 /// reads each claimed step's task key (a primary-key lookup per step, for every claimer: a remote
 /// worker's poll hands it out; the in-process drain moved within its noise, 2026-11-28).
-static CLAIM: LazyLock<String> = LazyLock::new(|| claim_sql(""));
+static CLAIM: LazyLock<String> = LazyLock::new(|| claim_sql("", PICK_FROM_FRONT, ""));
 
 /// The claim as a statement that commits on its own ([`claim_work_at_once`]), without waiting for
 /// its WAL flush: see [`claim_work_at_once`].
-static CLAIM_AT_ONCE: LazyLock<String> =
-    LazyLock::new(|| claim_sql(", set_config('synchronous_commit', 'off', true) AS lazy"));
+static CLAIM_AT_ONCE: LazyLock<String> = LazyLock::new(|| claim_sql(LAZY, PICK_FROM_FRONT, ""));
 
-fn claim_sql(clock_extra: &str) -> String {
-    format!(
-        "
-WITH clock AS MATERIALIZED (
-    SELECT coalesce($2::bigint, ({DB_NOW_EXPR})) AS now{clock_extra}
-), picked AS MATERIALIZED (
+/// [`CLAIM_AT_ONCE`] reading the steps due from `$9` on, and from the front when there are none
+/// (see `claim_floor`).
+static CLAIM_AT_ONCE_FROM_FLOOR: LazyLock<String> = LazyLock::new(|| claim_sql(LAZY, PICK_FROM_FLOOR, READ_THE_FRONT));
+
+const LAZY: &str = ", set_config('synchronous_commit', 'off', true) AS lazy";
+
+/// The due steps to claim, highest priority first, read from the front of `steps_due`.
+const PICK_FROM_FRONT: &str = "picked AS MATERIALIZED (
     SELECT id FROM steps
      WHERE state = 'pending' AND due_at <= (SELECT now FROM clock) AND agent = ANY($3)
        AND ($6::int[] IS NULL OR bucket = ANY($6))
@@ -76,7 +78,48 @@ WITH clock AS MATERIALIZED (
      ORDER BY priority DESC, due_at, id
      LIMIT $4
        FOR UPDATE SKIP LOCKED
-), claimed AS (
+)";
+
+/// The same, among the steps due from `$9` on, and from the front only when there are none:
+/// `due` reads them by due time (`steps_next_due`, whose range starts there, past the dead entries
+/// before it), `from_floor` orders them as the front's pick does and locks the first `$4` it can,
+/// skipping those another claim holds; `from_front` is the front's pick, which runs only when
+/// `from_floor` took nothing (a one-time filter): a step due before the floor (a late commit) is
+/// taken in the same round trip. `due` is MATERIALIZED so that the planner cannot read it
+/// through `steps_due` from its front. The statement's last column says whether the front was read.
+const PICK_FROM_FLOOR: &str = "due AS MATERIALIZED (
+    SELECT id, priority, due_at FROM steps
+     WHERE state = 'pending' AND due_at >= $9 AND due_at <= (SELECT now FROM clock) AND agent = ANY($3)
+       AND ($6::int[] IS NULL OR bucket = ANY($6))
+       AND (domain IS NULL OR domain = ANY($7) OR fallback_at <= (SELECT now FROM clock))
+), from_floor AS MATERIALIZED (
+    SELECT s.id FROM due d JOIN steps s ON s.id = d.id
+     WHERE s.state = 'pending'
+     ORDER BY d.priority DESC, d.due_at, d.id
+     LIMIT $4
+       FOR UPDATE OF s SKIP LOCKED
+), from_front AS MATERIALIZED (
+    SELECT id FROM steps
+     WHERE NOT EXISTS (SELECT 1 FROM from_floor)
+       AND state = 'pending' AND due_at <= (SELECT now FROM clock) AND agent = ANY($3)
+       AND ($6::int[] IS NULL OR bucket = ANY($6))
+       AND (domain IS NULL OR domain = ANY($7) OR fallback_at <= (SELECT now FROM clock))
+     ORDER BY priority DESC, due_at, id
+     LIMIT $4
+       FOR UPDATE SKIP LOCKED
+), picked AS MATERIALIZED (
+    SELECT id FROM from_floor UNION ALL SELECT id FROM from_front
+)";
+
+/// The last column of [`PICK_FROM_FLOOR`]'s statement.
+const READ_THE_FRONT: &str = ", NOT EXISTS (SELECT 1 FROM from_floor)";
+
+fn claim_sql(clock_extra: &str, pick: &str, out_extra: &str) -> String {
+    format!(
+        "
+WITH clock AS MATERIALIZED (
+    SELECT coalesce($2::bigint, ({DB_NOW_EXPR})) AS now{clock_extra}
+), {pick}, claimed AS (
     UPDATE steps s SET state = 'processing', locked_by = $1,
            complete_by = least(c.now + least(s.timeout_ms, coalesce(s.response_timeout_ms, s.timeout_ms)), s.deadline_at),
            claimed_at = c.now, lease_token = s.lease_token + 1 + floor(random() * 2147483648)::bigint, attempts = s.attempts + 1, updated_at = c.now,
@@ -95,7 +138,7 @@ WITH clock AS MATERIALIZED (
     SELECT CASE WHEN $8 AND (SELECT count(*) FROM claimed) < $4 THEN {next} END AS at FROM clock
 )
 SELECT c.now, n.at, s.id, s.task_id, s.name, s.agent, s.lease_token, s.complete_by, s.attempts, s.input, s.config,
-       s.idempotency_key, (SELECT t.task_key FROM tasks t WHERE t.id = s.task_id)
+       s.idempotency_key, (SELECT t.task_key FROM tasks t WHERE t.id = s.task_id){out_extra}
   FROM clock c CROSS JOIN next n LEFT JOIN claimed s ON true",
         next = next_claimable_expr("now", "$3", "$6", "$7")
     )
@@ -107,10 +150,39 @@ pub fn claim_statement() -> &'static str {
     &CLAIM
 }
 
+/// The claim from a floor's text, for tests that read its plan.
+#[doc(hidden)]
+pub fn claim_from_floor_statement() -> &'static str {
+    &CLAIM_AT_ONCE_FROM_FLOOR
+}
+
+/// Which claim statement runs.
+#[derive(Debug, Clone, Copy)]
+enum Statement {
+    /// [`CLAIM`], in the caller's transaction.
+    InTransaction,
+    /// [`CLAIM_AT_ONCE`].
+    AtOnce,
+    /// [`CLAIM_AT_ONCE_FROM_FLOOR`], from this due time.
+    AtOnceFrom(Timestamp),
+}
+
+impl Statement {
+    fn text(self) -> &'static str {
+        match self {
+            Statement::InTransaction => &CLAIM,
+            Statement::AtOnce => &CLAIM_AT_ONCE,
+            Statement::AtOnceFrom(_) => &CLAIM_AT_ONCE_FROM_FLOOR,
+        }
+    }
+}
+
 /// What a claim statement returned: the store's time, the next due time of what it left, and the
 /// steps it claimed.
 struct Claimed {
     now: Timestamp,
+    /// Whether it read the due steps from the front.
+    from_front: bool,
     next_due: Option<Timestamp>,
     steps: Vec<ClaimedStep>,
 }
@@ -122,16 +194,29 @@ async fn run_claim(
     agents: &[String],
     limit: u32,
     want_next: bool,
-    statement: &str,
+    statement: Statement,
 ) -> Result<Claimed, StoreError> {
     let buckets: Option<Vec<i32>> = p.buckets.as_ref().map(|b| b.iter().map(|&x| i32::from(x)).collect());
     let now = now.map(|t| t.0);
-    let params: Params<'_> =
-        &[&p.instance.as_str(), &now, &agents, &i64::from(limit), &ev::STEP_CLAIMED, &buckets, &p.domains, &want_next];
-    let rows = c.query(statement, params).await?;
+    let limit = i64::from(limit);
+    let floor = match statement {
+        Statement::AtOnceFrom(floor) => Some(floor.0),
+        Statement::InTransaction | Statement::AtOnce => None,
+    };
+    let instance = p.instance.as_str();
+    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+        vec![&instance, &now, &agents, &limit, &ev::STEP_CLAIMED, &buckets, &p.domains, &want_next];
+    if let Some(floor) = &floor {
+        params.push(floor);
+    }
+    let rows = c.query(statement.text(), &params).await?;
     let first = rows.first().ok_or_else(|| StoreError::Backend("the claim statement returned no row".into()))?;
     let now = Timestamp(get(first, 0)?);
     let next_due = get::<Option<i64>>(first, 1)?.map(Timestamp);
+    let from_front = match floor {
+        Some(_) => get::<bool>(first, 13)?,
+        None => true,
+    };
     let mut steps = Vec::with_capacity(rows.len());
     for r in &rows {
         // The one row of a claim that took nothing has no step.
@@ -139,7 +224,7 @@ async fn run_claim(
             steps.push(claimed_step(r, 2, now)?);
         }
     }
-    Ok(Claimed { now, next_due, steps })
+    Ok(Claimed { now, from_front, next_due, steps })
 }
 
 /// A claim with no limited agent (see [`has_limited_agent`]), as one statement that commits on its
@@ -155,10 +240,15 @@ async fn run_claim(
 /// Every write that records an outcome (a reply, a sweep, a submission) still waits for its flush,
 /// which carries every earlier record of the WAL, the claims included. Measured: a waiting remote
 /// worker's claim of a new step went from 1.7-1.9 to 0.9-1.1 ms at p50 (issue 17).
+///
+/// It starts from the floor that `floors` keeps for its shape, when there is one (see
+/// `claim_floor`); a claim that finds nothing past the floor reads from the front, in the same
+/// statement.
 pub async fn claim_work_at_once(
     c: &Conn<'_>,
     p: &ClaimDueSteps,
     now: Option<Timestamp>,
+    floors: &ClaimFloors,
 ) -> Result<ClaimedWork, StoreError> {
     if p.limit == 0 || p.agents.is_empty() || p.buckets.as_ref().is_some_and(Vec::is_empty) {
         let now = match now {
@@ -167,7 +257,9 @@ pub async fn claim_work_at_once(
         };
         return Ok(ClaimedWork { steps: Vec::new(), now, next_due: None });
     }
-    let claimed = run_claim(c, p, now, &p.agents, p.limit, true, &CLAIM_AT_ONCE).await?;
+    let statement = floors.start(p).map_or(Statement::AtOnce, Statement::AtOnceFrom);
+    let claimed = run_claim(c, p, now, &p.agents, p.limit, true, statement).await?;
+    floors.claimed(p, claimed.from_front, claimed.steps.len() >= p.limit as usize, claimed.now);
     Ok(ClaimedWork { steps: claimed.steps, now: claimed.now, next_due: claimed.next_due })
 }
 
@@ -208,7 +300,7 @@ async fn claim_group(
     agents: &[String],
     limit: u32,
 ) -> Result<Vec<ClaimedStep>, StoreError> {
-    Ok(run_claim(t, p, Some(t.now), agents, limit, false, &CLAIM).await?.steps)
+    Ok(run_claim(t, p, Some(t.now), agents, limit, false, Statement::InTransaction).await?.steps)
 }
 
 /// A claimed step from its row's columns `at..at + 11`: id, task_id, name, agent, lease_token,

@@ -47,6 +47,7 @@ mod ahead;
 mod archive;
 mod begin;
 mod claim;
+mod claim_floor;
 mod connect;
 mod cursors;
 mod documents;
@@ -81,7 +82,7 @@ mod workers;
 mod writes;
 
 #[doc(hidden)]
-pub use claim::claim_statement;
+pub use claim::{claim_from_floor_statement, claim_statement};
 #[doc(hidden)]
 pub use fence::fenced_statements;
 pub use migrate::SCHEMA_VERSION;
@@ -168,6 +169,8 @@ struct Inner {
     hosts: Arc<connect::Hosts>,
     /// This store's due-work subscribers, rung in process by its own writes.
     own_rings: listen::OwnRings,
+    /// Where this store's claims of due steps start (see `claim_floor`).
+    claim_floors: claim_floor::ClaimFloors,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -243,6 +246,7 @@ impl PostgresStore {
                 connect_timeout: opts.connect_timeout,
                 hosts,
                 own_rings: listen::OwnRings::default(),
+                claim_floors: Default::default(),
             }),
         };
         if opts.run_migrations {
@@ -500,7 +504,13 @@ impl Store for PostgresStore {
             fault::reached(fault::FaultPoint::BeforeCommit);
             let work = self
                 .bounded(async move {
-                    claim::claim_work_at_once(&Conn::new(&c, Some(&c.statement_cache)), &p, manual).await
+                    claim::claim_work_at_once(
+                        &Conn::new(&c, Some(&c.statement_cache)),
+                        &p,
+                        manual,
+                        &self.inner.claim_floors,
+                    )
+                    .await
                 })
                 .await?;
             fault::reached(fault::FaultPoint::AfterCommit);

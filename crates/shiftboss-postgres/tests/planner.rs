@@ -107,6 +107,37 @@ async fn the_claim_looks_picked_steps_up_by_id_whatever_the_statistics() {
     assert!(!plan.iter().any(|l| l.contains("Join Filter")), "a join compares every pair of rows: {plan:#?}");
 }
 
+/// A claim from a floor (`claim_floor`) reads the steps due since the floor through
+/// `steps_next_due`, from the floor on, whatever the statistics say (here they know of 2,000
+/// pending steps, all due past the floor); and `steps_due` from its front only behind a one-time
+/// filter, when nothing past the floor was taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_from_a_floor_starts_its_read_there() {
+    let Some(url) = test_db() else { return };
+    let s = TestSchema::migrated(&url).await;
+    let store = PostgresStore::connect(&s.url, &s.options(false)).await.unwrap();
+    enqueue_mail_jobs(&store, 2000).await;
+    let c = admin(&s.url).await;
+    c.batch_execute(&format!("SET search_path TO \"{}\"; ANALYZE steps;", s.name)).await.unwrap();
+    let agents = vec!["mail".to_owned()];
+    let (buckets, domains): (Option<Vec<i32>>, Vec<String>) = (None, Vec::new());
+    let plan = plan_of(
+        &c,
+        shiftboss_postgres::claim_from_floor_statement(),
+        &[&"me", &Some(i64::MAX / 2), &agents, &100i64, &"step.claimed", &buckets, &domains, &true, &0i64],
+    )
+    .await;
+    let due: Vec<&str> = plan.lines().skip_while(|l| !l.contains("CTE due")).take(3).collect();
+    assert!(
+        due.iter().any(|l| l.contains("Index Scan using steps_next_due")),
+        "the steps past the floor are not read by due time: {plan}"
+    );
+    assert!(due.iter().any(|l| l.contains("Index Cond: ((due_at >=")), "the read does not start at the floor: {plan}");
+    let front: Vec<&str> =
+        plan.lines().skip_while(|l| !l.contains("CTE from_front")).take_while(|l| !l.contains("CTE picked")).collect();
+    assert!(front.iter().any(|l| l.contains("One-Time Filter")), "the front is read whatever the floor found: {plan}");
+}
+
 /// `n` jobs of the agent `mail`, enqueued 2,000 at a time.
 async fn enqueue_mail_jobs(store: &PostgresStore, n: usize) {
     for start in (0..n).step_by(2000) {
