@@ -11,8 +11,9 @@
 //! was due for it then, the next claim of that shape reads only the steps due since, less a
 //! margin for transactions that commit later than their clock (a step's due time is its writer's
 //! clock at BEGIN). It reads them through `steps_next_due` (the due time leads) and orders them
-//! by priority itself, so the highest priority still goes first. A claim that took its limit
-//! leaves work behind it, and the next starts from the front.
+//! by priority itself, so the highest priority still goes first; past 4,096 due since the floor
+//! (a burst) it reads from the front instead (`claim::PICK_FROM_FLOOR`). A claim that took its
+//! limit leaves work behind it, and the next starts from the front.
 //!
 //! What such a claim passes over (a commit later than the margin, a step another claim locked and
 //! let go, a step of an unserved domain whose fallback time came): a claim that finds nothing past

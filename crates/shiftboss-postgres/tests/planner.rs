@@ -127,7 +127,8 @@ async fn a_claim_from_a_floor_starts_its_read_there() {
         &[&"me", &Some(i64::MAX / 2), &agents, &100i64, &"step.claimed", &buckets, &domains, &true, &0i64],
     )
     .await;
-    let due: Vec<&str> = plan.lines().skip_while(|l| !l.contains("CTE due")).take(3).collect();
+    let due: Vec<&str> =
+        plan.lines().skip_while(|l| !l.contains("CTE due")).take_while(|l| !l.contains("CTE from_floor")).collect();
     assert!(
         due.iter().any(|l| l.contains("Index Scan using steps_next_due")),
         "the steps past the floor are not read by due time: {plan}"
