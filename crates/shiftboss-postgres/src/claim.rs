@@ -57,28 +57,38 @@ use tokio_postgres::Row;
 /// not once per claimed row. The last SELECT returns one row even when nothing was claimed. It
 /// reads each claimed step's task key (a primary-key lookup per step, for every claimer: a remote
 /// worker's poll hands it out; the in-process drain moved within its noise, 2026-11-28).
-static CLAIM: LazyLock<String> = LazyLock::new(|| claim_sql("", PICK_FROM_FRONT, ""));
+static CLAIM: LazyLock<String> = LazyLock::new(|| claim_sql("", &pick_from_front("picked", ""), ""));
 
 /// The claim as a statement that commits on its own ([`claim_work_at_once`]), without waiting for
 /// its WAL flush: see [`claim_work_at_once`].
-static CLAIM_AT_ONCE: LazyLock<String> = LazyLock::new(|| claim_sql(LAZY, PICK_FROM_FRONT, ""));
+static CLAIM_AT_ONCE: LazyLock<String> = LazyLock::new(|| claim_sql(LAZY, &pick_from_front("picked", ""), ""));
 
 /// [`CLAIM_AT_ONCE`] reading the steps due from `$9` on, and from the front when there are none
 /// (see `claim_floor`).
-static CLAIM_AT_ONCE_FROM_FLOOR: LazyLock<String> = LazyLock::new(|| claim_sql(LAZY, PICK_FROM_FLOOR, READ_THE_FRONT));
+static CLAIM_AT_ONCE_FROM_FLOOR: LazyLock<String> =
+    LazyLock::new(|| claim_sql(LAZY, &pick_from_floor(), ", NOT EXISTS (SELECT 1 FROM from_floor)"));
 
 const LAZY: &str = ", set_config('synchronous_commit', 'off', true) AS lazy";
 
-/// The due steps to claim, highest priority first, read from the front of `steps_due`.
-const PICK_FROM_FRONT: &str = "picked AS MATERIALIZED (
-    SELECT id FROM steps
-     WHERE state = 'pending' AND due_at <= (SELECT now FROM clock) AND agent = ANY($3)
+/// Which due steps this claimer may take: its agents, its buckets, and its domains (or any domain
+/// once the step's fallback time has come).
+const CLAIMABLE: &str = "agent = ANY($3)
        AND ($6::int[] IS NULL OR bucket = ANY($6))
-       AND (domain IS NULL OR domain = ANY($7) OR fallback_at <= (SELECT now FROM clock))
+       AND (domain IS NULL OR domain = ANY($7) OR fallback_at <= (SELECT now FROM clock))";
+
+/// The CTE `name`: the due steps to claim, highest priority first, read from the front of
+/// `steps_due`; `gate` is a condition of its own (with its AND), or nothing.
+fn pick_from_front(name: &str, gate: &str) -> String {
+    format!(
+        "{name} AS MATERIALIZED (
+    SELECT id FROM steps
+     WHERE {gate}state = 'pending' AND due_at <= (SELECT now FROM clock) AND {CLAIMABLE}
      ORDER BY priority DESC, due_at, id
      LIMIT $4
        FOR UPDATE SKIP LOCKED
-)";
+)"
+    )
+}
 
 /// The same, among the steps due from `$9` on, and from the front only when there are none:
 /// `due` reads them by due time (`steps_next_due`, whose range starts there, past the dead entries
@@ -90,11 +100,12 @@ const PICK_FROM_FRONT: &str = "picked AS MATERIALIZED (
 /// floor (a burst of submissions since the last claim), ordering them all would cost more than
 /// the front's read (some 3 µs a step), so `from_floor` takes nothing and the front is read. The
 /// statement's last column says whether the front was read.
-const PICK_FROM_FLOOR: &str = "due AS MATERIALIZED (
+fn pick_from_floor() -> String {
+    let from_front = pick_from_front("from_front", "NOT EXISTS (SELECT 1 FROM from_floor) AND ");
+    format!(
+        "due AS MATERIALIZED (
     SELECT id, priority, due_at FROM steps
-     WHERE state = 'pending' AND due_at >= $9 AND due_at <= (SELECT now FROM clock) AND agent = ANY($3)
-       AND ($6::int[] IS NULL OR bucket = ANY($6))
-       AND (domain IS NULL OR domain = ANY($7) OR fallback_at <= (SELECT now FROM clock))
+     WHERE state = 'pending' AND due_at >= $9 AND due_at <= (SELECT now FROM clock) AND {CLAIMABLE}
      ORDER BY due_at
      LIMIT 4097
 ), from_floor AS MATERIALIZED (
@@ -103,21 +114,11 @@ const PICK_FROM_FLOOR: &str = "due AS MATERIALIZED (
      ORDER BY d.priority DESC, d.due_at, d.id
      LIMIT $4
        FOR UPDATE OF s SKIP LOCKED
-), from_front AS MATERIALIZED (
-    SELECT id FROM steps
-     WHERE NOT EXISTS (SELECT 1 FROM from_floor)
-       AND state = 'pending' AND due_at <= (SELECT now FROM clock) AND agent = ANY($3)
-       AND ($6::int[] IS NULL OR bucket = ANY($6))
-       AND (domain IS NULL OR domain = ANY($7) OR fallback_at <= (SELECT now FROM clock))
-     ORDER BY priority DESC, due_at, id
-     LIMIT $4
-       FOR UPDATE SKIP LOCKED
-), picked AS MATERIALIZED (
+), {from_front}, picked AS MATERIALIZED (
     SELECT id FROM from_floor UNION ALL SELECT id FROM from_front
-)";
-
-/// The last column of [`PICK_FROM_FLOOR`]'s statement.
-const READ_THE_FRONT: &str = ", NOT EXISTS (SELECT 1 FROM from_floor)";
+)"
+    )
+}
 
 fn claim_sql(clock_extra: &str, pick: &str, out_extra: &str) -> String {
     format!(

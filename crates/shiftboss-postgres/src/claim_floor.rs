@@ -12,12 +12,12 @@
 //! margin for transactions that commit later than their clock (a step's due time is its writer's
 //! clock at BEGIN). It reads them through `steps_next_due` (the due time leads) and orders them
 //! by priority itself, so the highest priority still goes first; past 4,096 due since the floor
-//! (a burst) it reads from the front instead (`claim::PICK_FROM_FLOOR`). A claim that took its
+//! (a burst) it reads from the front instead (`claim::pick_from_floor`). A claim that took its
 //! limit leaves work behind it, and the next starts from the front.
 //!
 //! What such a claim passes over (a commit later than the margin, a step another claim locked and
 //! let go, a step of an unserved domain whose fallback time came): a claim that finds nothing past
-//! its floor reads from the front at once (in the same statement: `claim::PICK_FROM_FLOOR`), and a
+//! its floor reads from the front at once (in the same statement: `claim::pick_from_floor`), and a
 //! claim of each shape starts from the front at least every [`FROM_FRONT_EVERY`], so those wait
 //! about that long at most, as the dispatcher's deliveries do (`shiftboss_engine::dispatcher`).
 
