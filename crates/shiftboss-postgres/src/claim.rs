@@ -30,7 +30,7 @@
 //! while tokens still grow, as the fence's readers (and the chaos audit) expect. 2^32 claims of
 //! one step fit below i64::MAX.
 
-use crate::claim_floor::ClaimFloors;
+use crate::claim_floor::{self, ClaimFloors};
 use crate::limits::{Allowances, lock_limited};
 use crate::next::next_claimable_expr;
 use crate::rows::{get, json};
@@ -220,6 +220,7 @@ async fn run_claim(
     let now = Timestamp(get(first, 0)?);
     let next_due = get::<Option<i64>>(first, 1)?.map(Timestamp);
     let from_front = match floor {
+        // The column after the claimed step's (`claimed_step` reads 2..=12).
         Some(_) => get::<bool>(first, 13)?,
         None => true,
     };
@@ -263,9 +264,10 @@ pub async fn claim_work_at_once(
         };
         return Ok(ClaimedWork { steps: Vec::new(), now, next_due: None });
     }
-    let statement = floors.start(p).map_or(Statement::AtOnce, Statement::AtOnceFrom);
+    let shape = claim_floor::shape(p);
+    let statement = floors.start(&shape).map_or(Statement::AtOnce, Statement::AtOnceFrom);
     let claimed = run_claim(c, p, now, &p.agents, p.limit, true, statement).await?;
-    floors.claimed(p, claimed.from_front, claimed.steps.len() >= p.limit as usize, claimed.now);
+    floors.claimed(shape, claimed.from_front, claimed.steps.len() >= p.limit as usize, claimed.now);
     Ok(ClaimedWork { steps: claimed.steps, now: claimed.now, next_due: claimed.next_due })
 }
 

@@ -47,9 +47,11 @@ struct Floor {
     front_at: Instant,
 }
 
-type Shape = (Vec<String>, Option<Vec<u16>>, Vec<String>);
+/// A claim's shape: its agent types and domains (each sorted) and its buckets. Taken once per
+/// claim, for its start and its note.
+pub type Shape = (Vec<String>, Option<Vec<u16>>, Vec<String>);
 
-fn shape(p: &ClaimDueSteps) -> Shape {
+pub fn shape(p: &ClaimDueSteps) -> Shape {
     let mut agents = p.agents.clone();
     agents.sort_unstable();
     let mut domains = p.domains.clone();
@@ -64,26 +66,26 @@ pub struct ClaimFloors {
 }
 
 impl ClaimFloors {
-    /// Where a claim of `p`'s shape starts: `Some(due time)`, or `None` for the front.
-    pub fn start(&self, p: &ClaimDueSteps) -> Option<Timestamp> {
+    /// Where a claim of this shape starts: `Some(due time)`, or `None` for the front.
+    pub fn start(&self, shape: &Shape) -> Option<Timestamp> {
         let floors = self.floors.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let f = floors.get(&shape(p))?;
+        let f = floors.get(shape)?;
         if Instant::now() >= f.front_at {
             return None;
         }
         f.from.map(Timestamp)
     }
 
-    /// Notes what a claim of `p`'s shape found: whether it started from the front, whether it took
-    /// its limit, and the store's time it ran at.
-    pub fn claimed(&self, p: &ClaimDueSteps, from_front: bool, full: bool, now: Timestamp) {
+    /// Notes what a claim of this shape found: whether it read from the front, whether it took its
+    /// limit, and the store's time it ran at.
+    pub fn claimed(&self, shape: Shape, from_front: bool, full: bool, now: Timestamp) {
         let mut floors = self.floors.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if floors.len() >= MAX_SHAPES {
             floors.clear();
         }
         let from = (!full).then(|| now.0.saturating_sub(FLOOR_MARGIN_MS));
         let fresh = Instant::now() + FROM_FRONT_EVERY;
-        let f = floors.entry(shape(p)).or_insert(Floor { from, front_at: fresh });
+        let f = floors.entry(shape).or_insert(Floor { from, front_at: fresh });
         f.from = from;
         if from_front {
             f.front_at = fresh;
@@ -96,15 +98,15 @@ mod tests {
     use super::*;
     use shiftboss_core::InstanceId;
 
-    fn claim(agents: &[&str]) -> ClaimDueSteps {
-        ClaimDueSteps {
+    fn claim(agents: &[&str]) -> Shape {
+        shape(&ClaimDueSteps {
             instance: InstanceId::new("i").unwrap(),
             limit: 10,
             agents: agents.iter().map(|a| (*a).to_owned()).collect(),
             buckets: None,
             domains: Vec::new(),
             limits: Vec::new(),
-        }
+        })
     }
 
     #[test]
@@ -112,12 +114,12 @@ mod tests {
         let floors = ClaimFloors::default();
         let p = claim(&["a", "b"]);
         assert_eq!(floors.start(&p), None, "nothing known: from the front");
-        floors.claimed(&p, true, false, Timestamp(10_000));
+        floors.claimed(p.clone(), true, false, Timestamp(10_000));
         assert_eq!(floors.start(&p), Some(Timestamp(10_000 - FLOOR_MARGIN_MS)));
         // The same agents named in another order are the same shape; other agents are not.
         assert_eq!(floors.start(&claim(&["b", "a"])), Some(Timestamp(10_000 - FLOOR_MARGIN_MS)));
         assert_eq!(floors.start(&claim(&["a"])), None);
-        floors.claimed(&p, false, true, Timestamp(11_000));
+        floors.claimed(p.clone(), false, true, Timestamp(11_000));
         assert_eq!(floors.start(&p), None, "a full claim left work behind it");
     }
 
@@ -125,13 +127,13 @@ mod tests {
     fn the_front_comes_round_again() {
         let floors = ClaimFloors::default();
         let p = claim(&["a"]);
-        floors.claimed(&p, true, false, Timestamp(10_000));
+        floors.claimed(p.clone(), true, false, Timestamp(10_000));
         floors.floors.lock().unwrap().values_mut().for_each(|f| f.front_at = Instant::now());
         assert_eq!(floors.start(&p), None);
         // A claim from the floor does not put the front off.
-        floors.claimed(&p, false, false, Timestamp(12_000));
+        floors.claimed(p.clone(), false, false, Timestamp(12_000));
         assert_eq!(floors.start(&p), None);
-        floors.claimed(&p, true, false, Timestamp(12_000));
+        floors.claimed(p.clone(), true, false, Timestamp(12_000));
         assert_eq!(floors.start(&p), Some(Timestamp(12_000 - FLOOR_MARGIN_MS)));
     }
 }
