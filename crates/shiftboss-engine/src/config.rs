@@ -51,7 +51,9 @@ pub enum BucketPolicy {
 
 #[derive(Debug, Clone)]
 pub struct SchedulerConfig {
-    /// The most steps this instance runs at once.
+    /// The most steps this instance runs at once. A step's slot frees when its agent answers; its
+    /// reply then waits for its batch's commit among at most as many others, so claimed but
+    /// unrecorded steps never exceed twice this.
     pub concurrency: u32,
     /// Where the number of steps run at once starts, and falls back to when there is no work:
     /// from here it doubles while steps are due faster than they run and the agents' calls take

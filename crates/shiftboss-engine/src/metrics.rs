@@ -5,6 +5,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Debug, Default)]
 pub struct Metrics {
     pub claimed: AtomicU64,
+    /// The scheduler's claims (those that took nothing too), and the reply batches it wrote: with
+    /// `claimed` and `completed` they say how many steps each round trip carried.
+    pub claims: AtomicU64,
+    pub reply_batches: AtomicU64,
     pub completed: AtomicU64,
     pub permanent_errors: AtomicU64,
     /// Tries after a transient fault, within one claim.
@@ -43,6 +47,8 @@ pub struct Metrics {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MetricsSnapshot {
     pub claimed: u64,
+    pub claims: u64,
+    pub reply_batches: u64,
     pub completed: u64,
     pub permanent_errors: u64,
     pub in_call_retries: u64,
@@ -79,6 +85,8 @@ impl Metrics {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         MetricsSnapshot {
             claimed: g(&self.claimed),
+            claims: g(&self.claims),
+            reply_batches: g(&self.reply_batches),
             completed: g(&self.completed),
             permanent_errors: g(&self.permanent_errors),
             in_call_retries: g(&self.in_call_retries),

@@ -92,12 +92,15 @@ pub async fn run(db: &DbTarget, a: JobsArgs) -> anyhow::Result<Value> {
     }
     let drain_s = t0.elapsed().as_secs_f64();
     running.shutdown().await;
+    let m = engine.metrics();
     let counts = store.task_counts().await?;
     let completed = counts.iter().filter(|(s, _)| *s == TaskState::Completed).map(|(_, n)| n).sum::<u64>();
     Ok(json!({
         "workload": "jobs", "store": store_name(db), "jobs": a.jobs, "concurrency": if a.defaults { json!("defaults") } else { json!(a.concurrency) },
         "enqueue_s": round3(enqueue_s), "drain_s": round3(drain_s), "jobs_per_s": round3(a.jobs as f64 / drain_s),
         "completed_tasks_in_store": completed,
+        "steps_per_claim": round3(m.claimed as f64 / m.claims.max(1) as f64),
+        "replies_per_batch": round3(m.completed as f64 / m.reply_batches.max(1) as f64),
     }))
 }
 
