@@ -6,7 +6,7 @@
 mod common;
 
 use async_trait::async_trait;
-use common::{PgSchema, test_db};
+use common::{PgSchema, submission, test_db};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use shiftboss_core::retry::RetryPolicy;
@@ -14,7 +14,7 @@ use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{InstanceId, TaskId, TaskState};
 use shiftboss_engine::agent::{Agent, AgentCall, AgentError};
 use shiftboss_engine::{Engine, EngineConfig, EngineError};
-use shiftboss_store::{Store, SubmitTask};
+use shiftboss_store::Store;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,20 +35,6 @@ impl Agent for Echo {
 
 fn def(v: Value) -> WorkflowDef {
     WorkflowDef::from_json(&v.to_string()).unwrap()
-}
-
-fn task(key: &str, workflow: &str, input: Value) -> SubmitTask {
-    SubmitTask {
-        domains: Default::default(),
-        correlation_id: None,
-        notify: None,
-        key: key.into(),
-        workflow: workflow.into(),
-        version: None,
-        input,
-        priority: 0,
-        actor: "test".into(),
-    }
 }
 
 async fn scenario(store: Arc<dyn Store>) {
@@ -73,13 +59,13 @@ async fn scenario(store: Arc<dyn Store>) {
     let bound = Duration::from_secs(20);
 
     // Completion: the record with its output.
-    let t = engine.submit(task("ok", "three", json!({}))).await.unwrap().task_id;
+    let t = engine.submit(submission("ok", "three", json!({}))).await.unwrap().task_id;
     let done = engine.wait_for(t, bound).await.unwrap();
     assert_eq!(done.state, TaskState::Completed);
     assert!(done.output.is_some(), "with its output");
 
     // Follow a task from its submission while it runs: every event once, in id order, then the end.
-    let t2 = engine.submit(task("followed", "three", json!({}))).await.unwrap().task_id;
+    let t2 = engine.submit(submission("followed", "three", json!({}))).await.unwrap().task_id;
     let events =
         tokio::time::timeout(bound, engine.follow(t2, None).collect::<Vec<_>>()).await.expect("the stream ends");
     let events: Vec<_> = events.into_iter().map(Result::unwrap).collect();
@@ -95,12 +81,12 @@ async fn scenario(store: Arc<dyn Store>) {
     );
 
     // Failure: the step refuses for good, the task fails, and the wait returns that.
-    let bad = engine.submit(task("bad", "three", json!({"fail": true}))).await.unwrap().task_id;
+    let bad = engine.submit(submission("bad", "three", json!({"fail": true}))).await.unwrap().task_id;
     let failed = engine.wait_for(bad, bound).await.unwrap();
     assert_eq!(failed.state, TaskState::Failed);
 
     // A task that waits for a signal: the wait gives up at its bound.
-    let waits = engine.submit(task("waits", "waits", json!({}))).await.unwrap().task_id;
+    let waits = engine.submit(submission("waits", "waits", json!({}))).await.unwrap().task_id;
     let r = engine.wait_for(waits, Duration::from_millis(200)).await;
     assert!(matches!(r, Err(EngineError::TimedOut(_))), "{r:?}");
     let r = engine.wait_for(TaskId(987_654_321), bound).await;

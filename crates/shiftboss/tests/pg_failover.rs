@@ -202,17 +202,7 @@ struct Acked {
 }
 
 fn order(key: &str, input: &serde_json::Value) -> SubmitTask {
-    SubmitTask {
-        domains: Default::default(),
-        correlation_id: None,
-        notify: None,
-        key: key.into(),
-        workflow: "order".into(),
-        version: None,
-        input: input.clone(),
-        priority: 0,
-        actor: "test".into(),
-    }
+    submission(key, "order", input.clone())
 }
 
 /// The highest id of each table whose ids clients see (tasks, steps, events), on `url`.

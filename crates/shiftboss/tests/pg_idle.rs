@@ -14,7 +14,7 @@ use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_engine::agent::{Agent, AgentCall, AgentError};
 use shiftboss_engine::{Engine, EngineConfig, Roles};
 use shiftboss_postgres::{PgOptions, PostgresStore};
-use shiftboss_store::{Store, SubmitTask};
+use shiftboss_store::Store;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -76,17 +76,7 @@ async fn a_sweeps_requeue_wakes_a_sleeping_scheduler_of_another_process() {
     // Both listen before the work exists (a notification sent before a LISTEN is not delivered).
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    let task = SubmitTask {
-        domains: Default::default(),
-        correlation_id: None,
-        notify: None,
-        key: "t".into(),
-        workflow: "w".into(),
-        version: None,
-        input: json!({}),
-        priority: 0,
-        actor: "test".into(),
-    };
+    let task = submission("t", "w", json!({}));
     // Through a third handle: neither engine is told in-process.
     let id = store(&url, &schema.name).await.submit_task(task).await.unwrap().task_id;
     let give_up = Instant::now() + Duration::from_secs(20);

@@ -31,17 +31,7 @@ impl Agent for Records {
 }
 
 fn task(key: &str) -> SubmitTask {
-    SubmitTask {
-        domains: Default::default(),
-        correlation_id: None,
-        notify: None,
-        key: key.into(),
-        workflow: "w".into(),
-        version: None,
-        input: json!({ "k": key }),
-        priority: 0,
-        actor: "test".into(),
-    }
+    submission(key, "w", json!({ "k": key }))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

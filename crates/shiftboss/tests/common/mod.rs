@@ -450,6 +450,21 @@ pub async fn wait_all_completed(store: &dyn Store, n: usize, timeout: Duration) 
     }
 }
 
+/// A submission of `workflow` under `key`, at priority 0, with no domains, version or webhook.
+pub fn submission(key: &str, workflow: &str, input: serde_json::Value) -> SubmitTask {
+    SubmitTask {
+        domains: Default::default(),
+        correlation_id: None,
+        notify: None,
+        key: key.into(),
+        workflow: workflow.into(),
+        version: None,
+        input,
+        priority: 0,
+        actor: "test".into(),
+    }
+}
+
 /// Every task's steps and events, read through the store.
 pub async fn details(store: &dyn Store, ids: &[TaskId]) -> Vec<TaskDetail> {
     let mut out = Vec::with_capacity(ids.len());
