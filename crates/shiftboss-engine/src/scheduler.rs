@@ -446,6 +446,8 @@ impl Scheduler {
             let pending = {
                 let mut rx = rx.lock().await;
                 let Some(first) = rx.recv().await else { break };
+                // Steps of one claim that answer at once (fast agents) send their replies in the
+                // same moment: one turn of the runtime lets them join this batch.
                 tokio::task::yield_now().await;
                 let mut pending = vec![first];
                 while pending.len() < self.config.reply_batch {
