@@ -81,10 +81,10 @@ async fn a_slot_frees_when_its_agent_answers_and_unrecorded_replies_stay_bounded
     );
 
     // b waits for a place among the unrecorded replies, holding the one slot: c is not claimed.
+    // (Nothing signals a claim that does not happen: the scheduler gets half a second to make it.)
     engine.submit(task("c")).await.unwrap();
-    let claimed_before = engine.metrics().claimed;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(engine.metrics().claimed, claimed_before, "a step was claimed beyond twice the slots");
+    assert_eq!(engine.metrics().claimed, 2, "a step was claimed beyond twice the slots");
     assert_eq!(*calls.lock().unwrap(), ["a", "b"]);
 
     locker.batch_execute("COMMIT").await.unwrap();
