@@ -87,9 +87,9 @@ details.timeline{margin:.3rem 0}details.timeline ol{margin:.3rem 0 .6rem;padding
 "#;
 
 /// The live part: a page that names a stream (`data-stream`) reloads its content when an event
-/// of it arrives, a little later so that a burst is one reload. Same-origin, so the session
-/// cookie goes with it; no library. Times a step counts towards (`time[data-at]`, a complete-by)
-/// say every second how far they are.
+/// of it arrives, a little later so that a burst is one reload; what the reader opened (a
+/// `details` with an id) stays open. Same-origin, so the session cookie goes with it; no library.
+/// Times a step counts towards (`time[data-at]`, a complete-by) say every second how far they are.
 pub const JS: &str = r#"(function(){
   function left(){ var now=Date.now(); document.querySelectorAll('time[data-at]').forEach(function(t){
     var s=t.nextElementSibling; if(!s||!s.classList.contains('left')) return;
@@ -101,7 +101,9 @@ pub const JS: &str = r#"(function(){
   var timer=null, es=new EventSource(el.getAttribute('data-stream'));
   function refresh(){ timer=null; fetch(location.href,{credentials:'same-origin'}).then(function(r){return r.text();}).then(function(t){
     var d=new DOMParser().parseFromString(t,'text/html'), fresh=d.querySelector('[data-live]'), old=document.querySelector('[data-live]');
-    if(fresh&&old){ old.replaceWith(fresh); } }); }
+    if(!fresh||!old) return;
+    old.querySelectorAll('details[id]').forEach(function(o){ var f=o.open&&fresh.querySelector('details[id="'+o.id+'"]'); if(f) f.open=true; });
+    old.replaceWith(fresh); }); }
   es.onmessage=function(){}; es.addEventListener('error',function(){});
   // A browser holds few connections per server (six over HTTP/1.1): a page left for another
   // gives its stream back, and one brought back from the history cache loads afresh.

@@ -261,7 +261,8 @@ fn timelines(b: &mut String, d: &shiftboss_store::TaskDetail) {
         let events: Vec<_> = d.events.iter().filter(|e| e.step_id == Some(st.id)).collect();
         let _ = write!(
             b,
-            r#"<details class="timeline"><summary>{} · {} attempt{} · {} failure{} · {}</summary><ol>"#,
+            r#"<details class="timeline" id="timeline-{}"><summary>{} · {} attempt{} · {} failure{} · {}</summary><ol>"#,
+            st.id,
             esc(&st.name),
             st.attempts,
             if st.attempts == 1 { "" } else { "s" },
