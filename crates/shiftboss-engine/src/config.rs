@@ -49,11 +49,15 @@ pub enum BucketPolicy {
     },
 }
 
+/// The fewest places for replies waiting to be recorded (see [`SchedulerConfig::reply_places`]).
+pub const MIN_REPLY_PLACES: usize = 256;
+
 #[derive(Debug, Clone)]
 pub struct SchedulerConfig {
     /// The most steps this instance runs at once. A step's slot frees when its agent answers; its
-    /// reply then waits for its batch's commit among at most as many others, so claimed but
-    /// unrecorded steps never exceed twice this.
+    /// reply then waits for its batch's commit among a bounded number of others
+    /// ([`SchedulerConfig::reply_places`]), so claimed but unrecorded steps never exceed this
+    /// plus that bound.
     pub concurrency: u32,
     /// Where the number of steps run at once starts, and falls back to when there is no work:
     /// from here it doubles while steps are due faster than they run and the agents' calls take
@@ -103,6 +107,19 @@ pub struct SchedulerConfig {
 }
 
 impl SchedulerConfig {
+    /// The most answered steps whose replies wait to be recorded at once: as many as the slots,
+    /// and never fewer than 256. An answered step's slot frees when its reply finds a place; a
+    /// full backlog holds the slots, and so the claims. What the bound limits is the work a crash
+    /// repeats (answered but unrecorded steps run again when their leases lapse) and the writers'
+    /// queue. At 64 slots on PostgreSQL (no-op steps, claims and batches of up to 32), one place
+    /// per slot left answered steps holding their slots while a batch committed: claims carried
+    /// about 24 steps instead of up to 32, and the drain ran 3-18% slower than with 256 places in
+    /// six pairs of seven. At 2,048 slots, four places per slot made the drain 12% slower (larger
+    /// reply batches): hence a floor, not a multiple (`docs/performance.md`, 2026-11-29).
+    pub fn reply_places(&self) -> usize {
+        (self.concurrency as usize).max(MIN_REPLY_PLACES)
+    }
+
     /// The poll period (M7): `idle_poll` when the store can notify, else `poll_interval`. Agent
     /// limits free room without a notification (a step elsewhere finishing, a rate window
     /// passing), so with limits the scheduler never sleeps longer than `poll_interval`.

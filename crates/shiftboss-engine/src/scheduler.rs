@@ -128,7 +128,7 @@ impl Scheduler {
         let period = this.config.poll_period(this.notified);
         let mut rate = interval_at(Instant::now() + period, period);
         rate.set_missed_tick_behavior(MissedTickBehavior::Skip);
-        let (reply_tx, reply_rx) = mpsc::channel::<Pending>(this.config.concurrency as usize);
+        let (reply_tx, reply_rx) = mpsc::channel::<Pending>(this.config.reply_places());
         let reply_rx = Arc::new(tokio::sync::Mutex::new(reply_rx));
         let waiting = Arc::new(AtomicBool::new(false));
         // Set at shutdown: the time after which the writers drop what they could not write.
@@ -142,7 +142,7 @@ impl Scheduler {
         let ceiling = this.config.concurrency as usize;
         let slots = Arc::new(Semaphore::new(ceiling));
         // Places for replies waiting to be recorded: a step frees its slot once its reply has one.
-        let unrecorded = Arc::new(Semaphore::new(ceiling));
+        let unrecorded = Arc::new(Semaphore::new(this.config.reply_places()));
         let mut limit = SlotLimit::new(this.config.min_concurrency as usize, ceiling);
         this.metrics.slot_limit.store(limit.now() as u64, Ordering::Relaxed);
         let calls = Arc::new(CallClock::default());
@@ -356,11 +356,12 @@ impl Scheduler {
     }
 
     /// Runs one step. Its slot (`permit`) is freed once the step's reply has a place among the
-    /// replies waiting to be recorded (`places`, as many as the slots), not when its batch commits:
-    /// the next claim then runs while that batch is written, instead of after it (at 64 slots and
-    /// no-op steps on PostgreSQL, a claim waited for the last batch's commit). Claimed-but-
-    /// unrecorded steps never exceed twice the concurrency, which bounds both the work a crash can
-    /// repeat and the reply writers' backlog; a full backlog holds the slots, and so the claims.
+    /// replies waiting to be recorded (`places`: `SchedulerConfig::reply_places`), not when its
+    /// batch commits: the next claim then runs while that batch is written, instead of after it
+    /// (at 64 slots and no-op steps on PostgreSQL, a claim waited for the last batch's commit).
+    /// Claimed-but-unrecorded steps never exceed the concurrency plus the places, which bounds both
+    /// the work a crash can repeat and the reply writers' backlog; a full backlog holds the slots,
+    /// and so the claims.
     async fn run_claimed(
         &self,
         step: ClaimedStep,

@@ -1,7 +1,8 @@
 //! A step's slot is free once its agent has answered, not once its reply's batch commits: while a
 //! reply cannot be recorded (its task's row is locked by another session), a scheduler with one
-//! slot runs the next step; and it holds no more than twice its slots claimed but unrecorded, so a
-//! third step waits until the first reply is recorded.
+//! slot runs the next steps; and it holds no more claimed but unrecorded steps than its slot and
+//! the places of replies waiting to be recorded (`SchedulerConfig::reply_places`), so the step
+//! after those waits until the first reply is recorded.
 
 mod common;
 
@@ -45,6 +46,8 @@ async fn a_slot_frees_when_its_agent_answers_and_unrecorded_replies_stay_bounded
     config.scheduler.reply_batch = 1;
     config.scheduler.reply_writers = 1;
     config.roles = Roles { scheduler: true, supervisor: false, dispatcher: false };
+    let places = config.scheduler.reply_places();
+    assert!(places >= 1);
     let calls = Arc::new(Mutex::new(Vec::new()));
     let engine = Engine::builder(store.clone(), InstanceId::new("slots").unwrap())
         .agent("rec", Records { calls: calls.clone() })
@@ -71,24 +74,35 @@ async fn a_slot_frees_when_its_agent_answers_and_unrecorded_replies_stay_bounded
         }
     };
     wait_for("a's agent call", Duration::from_secs(20), called(1)).await;
-    engine.submit(task("b")).await.unwrap();
-    // With the slot held until a's reply commits, b would wait for the lock.
-    wait_for("b's agent call while a's reply waits", Duration::from_secs(20), called(2)).await;
+    // With the slot held until a's reply commits, b would wait for the lock. Each answered step's
+    // reply takes a place (a's is held by the writer that waits for the lock) and frees the slot.
+    let keys: Vec<String> = (1..=places).map(|i| format!("t{i}")).collect();
+    for (i, key) in keys.iter().enumerate() {
+        engine.submit(task(key)).await.unwrap();
+        wait_for(&format!("{key}'s agent call while a's reply waits"), Duration::from_secs(20), called(i + 2)).await;
+    }
     assert_eq!(
         store.get_task(a).await.unwrap().unwrap().task.state,
         TaskState::Running,
         "a's reply is not recorded yet"
     );
 
-    // b waits for a place among the unrecorded replies, holding the one slot: c is not claimed.
+    // The last answered step waits for a place, holding the one slot: the next is not claimed.
     // (Nothing signals a claim that does not happen: the scheduler gets half a second to make it.)
-    engine.submit(task("c")).await.unwrap();
+    engine.submit(task("last")).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(engine.metrics().claimed, 2, "a step was claimed beyond twice the slots");
-    assert_eq!(*calls.lock().unwrap(), ["a", "b"]);
+    assert_eq!(
+        engine.metrics().claimed,
+        1 + places as u64,
+        "a step was claimed beyond the slot and the places of unrecorded replies"
+    );
+    let mut expected = vec!["a".to_owned()];
+    expected.extend(keys.iter().cloned());
+    assert_eq!(*calls.lock().unwrap(), expected);
 
     locker.batch_execute("COMMIT").await.unwrap();
-    wait_all_completed(store.as_ref(), 3, Duration::from_secs(20)).await;
-    assert_eq!(*calls.lock().unwrap(), ["a", "b", "c"]);
+    wait_all_completed(store.as_ref(), places + 2, Duration::from_secs(20)).await;
+    expected.push("last".to_owned());
+    assert_eq!(*calls.lock().unwrap(), expected);
     running.shutdown().await;
 }
