@@ -19,6 +19,9 @@ pub struct JobsArgs {
     /// Steps in flight; claims and reply batches take up to half of them.
     #[arg(long, default_value_t = 2048)]
     concurrency: u32,
+    /// The most steps a claim (and a reply batch) takes, instead of half the slots.
+    #[arg(long, conflicts_with = "defaults")]
+    batch: Option<u32>,
     /// The engine's default scheduler settings (what `serve` runs with no tuning) instead of
     /// --concurrency's fixed slots.
     #[arg(long)]
@@ -41,14 +44,11 @@ pub struct JobsArgs {
 
 pub async fn run(db: &DbTarget, a: JobsArgs) -> anyhow::Result<Value> {
     let store = db.open(true).await?;
-    let engine = noop::engine(
-        store.clone(),
-        &a.instance,
-        &["noop"],
-        noop::Noop::default(),
-        noop::config_or_defaults(a.concurrency, a.defaults),
-    )
-    .await?;
+    let config = match a.batch {
+        Some(batch) => noop::config_batched(a.concurrency, batch),
+        None => noop::config_or_defaults(a.concurrency, a.defaults),
+    };
+    let engine = noop::engine(store.clone(), &a.instance, &["noop"], noop::Noop::default(), config.clone()).await?;
     if a.drain_only {
         return drain_only(&engine, store.as_ref(), a.timeout).await;
     }
@@ -97,6 +97,7 @@ pub async fn run(db: &DbTarget, a: JobsArgs) -> anyhow::Result<Value> {
     let completed = counts.iter().filter(|(s, _)| *s == TaskState::Completed).map(|(_, n)| n).sum::<u64>();
     Ok(json!({
         "workload": "jobs", "store": store_name(db), "jobs": a.jobs, "concurrency": if a.defaults { json!("defaults") } else { json!(a.concurrency) },
+        "claim_batch": config.scheduler.claim_batch,
         "enqueue_s": round3(enqueue_s), "drain_s": round3(drain_s), "jobs_per_s": round3(a.jobs as f64 / drain_s),
         "completed_tasks_in_store": completed,
         "steps_per_claim": round3(m.claimed as f64 / m.claims.max(1) as f64),

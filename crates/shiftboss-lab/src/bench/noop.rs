@@ -72,8 +72,13 @@ impl Agent for Noop {
 /// 2,048 slots in batches of 1,024 drained 15-35% faster than 512 in batches of 512). Durability
 /// is the store's own (SQLite FULL, PostgreSQL synchronous_commit on).
 pub fn config(slots: u32) -> EngineConfig {
+    config_batched(slots, slots / 2)
+}
+
+/// [`config`] with claims and reply batches of up to `batch` steps.
+pub fn config_batched(slots: u32, batch: u32) -> EngineConfig {
     let mut c = EngineConfig::default();
-    let batch = (slots / 2).max(1);
+    let batch = batch.clamp(1, slots.max(1));
     c.scheduler.concurrency = slots;
     c.scheduler.min_concurrency = slots;
     c.scheduler.claim_batch = batch;
