@@ -63,6 +63,30 @@ impl<'a> Conn<'a> {
         let st = self.prepare(sql).await?;
         self.client.execute(&st, params).await.map_err(map_err)
     }
+
+    /// [`Conn::query`] with the statement's generic plan, kept with the prepared statement and so
+    /// planned once per connection. For statements whose plan does not hang on their parameters'
+    /// values but which PostgreSQL would plan anew at every execution (see the claim's `CLAIM`
+    /// for the one it is used for, and why).
+    ///
+    /// `plan_cache_mode` is read when the statement is bound, so it is set just before and reset
+    /// just after, in the same round trip: the three are sent together, in order (`join3` polls in
+    /// order and tokio-postgres sends a request at its future's first poll), and the RESET runs
+    /// even if the statement fails. Inside a transaction a SET that the transaction's failure
+    /// rolls back goes with it. No other statement of the connection runs between them.
+    pub async fn query_generic(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
+        let st = self.prepare(sql).await?;
+        let (set, rows, reset) = futures_util::future::join3(
+            self.client.batch_execute("SET plan_cache_mode = force_generic_plan"),
+            self.client.query(&st, params),
+            self.client.batch_execute("RESET plan_cache_mode"),
+        )
+        .await;
+        let rows = rows.map_err(map_err)?;
+        set.map_err(map_err)?;
+        reset.map_err(map_err)?;
+        Ok(rows)
+    }
 }
 
 macro_rules! db_now_expr {

@@ -92,19 +92,22 @@ async fn the_claim_looks_picked_steps_up_by_id_whatever_the_statistics() {
     let (buckets, domains): (Option<Vec<i32>>, Vec<String>) = (None, Vec::new());
     // EXPLAIN plans the statement without running it: nothing is claimed.
     c.batch_execute(&format!("SET search_path TO \"{}\"", s.name)).await.unwrap();
-    let plan: Vec<String> = c
-        .query(
-            &format!("EXPLAIN {}", shiftboss_postgres::claim_statement()),
-            &[&"me", &Some(i64::MAX / 2), &agents, &100i64, &"step.claimed", &buckets, &domains, &false],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let update = plan.iter().skip_while(|l| !l.contains("Update on steps")).take(8).cloned().collect::<Vec<_>>();
-    assert!(update.iter().any(|l| l.contains("steps_pkey")), "the update does not look steps up by id: {plan:#?}");
-    assert!(!plan.iter().any(|l| l.contains("Join Filter")), "a join compares every pair of rows: {plan:#?}");
+    let args = "'me', 4611686018427387903, ARRAY['mail'], 100, 'step.claimed', NULL, ARRAY[]::text[], false";
+    let generic = generic_plan_of(&c, shiftboss_postgres::claim_statement(), "", args).await;
+    let custom = plan_of(
+        &c,
+        shiftboss_postgres::claim_statement(),
+        &[&"me", &Some(i64::MAX / 2), &agents, &100i64, &"step.claimed", &buckets, &domains, &false],
+    )
+    .await;
+    // The claim runs with its generic plan; the plan for these values is checked too, so that
+    // the statement stays safe to plan either way.
+    for plan in [generic, custom] {
+        let plan: Vec<&str> = plan.lines().collect();
+        let update = plan.iter().skip_while(|l| !l.contains("Update on steps")).take(8).cloned().collect::<Vec<_>>();
+        assert!(update.iter().any(|l| l.contains("steps_pkey")), "the update does not look steps up by id: {plan:#?}");
+        assert!(!plan.iter().any(|l| l.contains("Join Filter")), "a join compares every pair of rows: {plan:#?}");
+    }
 }
 
 /// A claim from a floor (`claim_floor`) reads the steps due since the floor through
@@ -121,22 +124,40 @@ async fn a_claim_from_a_floor_starts_its_read_there() {
     c.batch_execute(&format!("SET search_path TO \"{}\"; ANALYZE steps;", s.name)).await.unwrap();
     let agents = vec!["mail".to_owned()];
     let (buckets, domains): (Option<Vec<i32>>, Vec<String>) = (None, Vec::new());
-    let plan = plan_of(
+    let custom = plan_of(
         &c,
         shiftboss_postgres::claim_from_floor_statement(),
         &[&"me", &Some(i64::MAX / 2), &agents, &100i64, &"step.claimed", &buckets, &domains, &true, &0i64],
     )
     .await;
-    let due: Vec<&str> =
-        plan.lines().skip_while(|l| !l.contains("CTE due")).take_while(|l| !l.contains("CTE from_floor")).collect();
-    assert!(
-        due.iter().any(|l| l.contains("Index Scan using steps_next_due")),
-        "the steps past the floor are not read by due time: {plan}"
-    );
-    assert!(due.iter().any(|l| l.contains("Index Cond: ((due_at >=")), "the read does not start at the floor: {plan}");
-    let front: Vec<&str> =
-        plan.lines().skip_while(|l| !l.contains("CTE from_front")).take_while(|l| !l.contains("CTE picked")).collect();
-    assert!(front.iter().any(|l| l.contains("One-Time Filter")), "the front is read whatever the floor found: {plan}");
+    let args = "'me', 4611686018427387903, ARRAY['mail'], 100, 'step.claimed', NULL, ARRAY[]::text[], true, 0";
+    let generic = generic_plan_of(&c, shiftboss_postgres::claim_from_floor_statement(), ", bigint", args).await;
+    // The claim runs with its generic plan (see the test above).
+    for plan in [generic, custom] {
+        let due: Vec<&str> =
+            plan.lines().skip_while(|l| !l.contains("CTE due")).take_while(|l| !l.contains("CTE from_floor")).collect();
+        assert!(
+            due.iter().any(|l| l.contains("Index Scan using steps_next_due")),
+            "the steps past the floor are not read by due time: {plan}"
+        );
+        assert!(
+            due.iter().any(|l| l.contains("Index Cond: ((due_at >=")),
+            "the read does not start at the floor: {plan}"
+        );
+        let front: Vec<&str> = plan
+            .lines()
+            .skip_while(|l| !l.contains("CTE from_front"))
+            .take_while(|l| !l.contains("CTE picked"))
+            .collect();
+        assert!(
+            front.iter().any(|l| l.contains("One-Time Filter")),
+            "the front is read whatever the floor found: {plan}"
+        );
+        assert!(
+            front.iter().any(|l| l.contains("Index Scan using steps_due on")),
+            "the front is not read through steps_due, in its order: {plan}"
+        );
+    }
 }
 
 /// `n` jobs of the agent `mail`, enqueued 2,000 at a time.
@@ -155,6 +176,25 @@ async fn plan_of(
 ) -> String {
     let rows = c.query(&format!("EXPLAIN {sql}"), params).await.unwrap();
     rows.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>().join("\n")
+}
+
+/// The generic plan of a claim statement (the one the store runs, see `Conn::query_generic`),
+/// prepared with the claim's eight parameter types and `more` after them, and explained for
+/// `args`. PostgreSQL 15 has no `EXPLAIN (GENERIC_PLAN)`: a prepared statement under
+/// `force_generic_plan` is planned without its arguments' values.
+async fn generic_plan_of(c: &tokio_postgres::Client, sql: &str, more: &str, args: &str) -> String {
+    c.batch_execute(&format!(
+        "PREPARE claim(text, bigint, text[], bigint, text, int[], text[], boolean{more}) AS {sql};
+         SET plan_cache_mode = force_generic_plan;"
+    ))
+    .await
+    .unwrap();
+    let rows = c.query(&format!("EXPLAIN EXECUTE claim({args})"), &[]).await.unwrap();
+    c.batch_execute("RESET plan_cache_mode; DEALLOCATE claim;").await.unwrap();
+    let plan = rows.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>().join("\n");
+    // Planned for the arguments, the agent types would show as a constant ('{mail}').
+    assert!(plan.contains("agent = ANY ($3)"), "not the generic plan: {plan}");
+    plan
 }
 
 /// A fenced write finds its row by id whatever the statistics say (see the store's `fence`
