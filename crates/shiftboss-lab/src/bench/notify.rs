@@ -58,6 +58,9 @@ pub struct NotifyArgs {
     /// Give up a phase after this long.
     #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
     timeout: Duration,
+    /// Deliveries in flight at once (`[webhooks] concurrency`); the engine's default if not given.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    webhook_concurrency: Option<u32>,
 }
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -122,7 +125,7 @@ pub async fn run(db: &DbTarget, a: NotifyArgs) -> anyhow::Result<Value> {
     let run = noop::run_id();
 
     // Idle: one task at a time.
-    let first = engine(store.clone(), a.concurrency, None)?;
+    let first = engine(store.clone(), &a, None)?;
     let running = first.start();
     let mut idle = Vec::new();
     for i in 0..a.idle {
@@ -165,7 +168,7 @@ pub async fn run(db: &DbTarget, a: NotifyArgs) -> anyhow::Result<Value> {
                     running.shutdown().await;
                     let sender = engine(
                         store.clone(),
-                        a.concurrency,
+                        &a,
                         Some(Roles { scheduler: false, supervisor: false, dispatcher: true }),
                     )?;
                     let sending = Instant::now();
@@ -203,6 +206,7 @@ pub async fn run(db: &DbTarget, a: NotifyArgs) -> anyhow::Result<Value> {
     let deliveries_s = median(sent);
     Ok(json!({
         "workload": "notify", "store": store_name(db), "tasks": a.tasks, "concurrency": a.concurrency,
+        "webhook_concurrency": a.webhook_concurrency.map_or(shiftboss_engine::DispatchConfig::default().concurrency, |n| n as usize),
         "idle": stats::summary(idle),
         "rounds": rounds.iter().map(|p| json!({"without_per_s": stats::round3(p[0]), "with_per_s": stats::round3(p[1]),
             "ratio": stats::round3(p[1] / p[0]), "delivering_per_s": stats::round3(p[2]),
@@ -250,9 +254,12 @@ async fn arrivals(inbox: &Inbox, label: &str, expected: u64, within: Duration) -
 }
 
 /// An engine that runs the no-op step and sends webhooks to loopback.
-fn engine(store: Arc<dyn Store>, concurrency: u32, roles: Option<Roles>) -> anyhow::Result<Engine> {
+fn engine(store: Arc<dyn Store>, a: &NotifyArgs, roles: Option<Roles>) -> anyhow::Result<Engine> {
     let outbound = Outbound::new(&OutboundConfig::allowing_loopback())?;
-    let mut config = noop::config(concurrency);
+    let mut config = noop::config(a.concurrency);
+    if let Some(n) = a.webhook_concurrency {
+        config.webhooks.concurrency = n as usize;
+    }
     if let Some(roles) = roles {
         config.roles = roles;
     }
@@ -287,7 +294,7 @@ async fn drain(
         i = n.min(i + 1000);
     }
     let roles = Roles { dispatcher: dispatch, ..Roles::default() };
-    let engine = engine(store.clone(), a.concurrency, Some(roles))?;
+    let engine = engine(store.clone(), a, Some(roles))?;
     let started = Instant::now();
     let running = engine.start();
     let give_up = started + a.timeout;
