@@ -88,6 +88,8 @@ pub use fence::fenced_statements;
 pub use migrate::SCHEMA_VERSION;
 #[doc(hidden)]
 pub use query::QUEUE_STATS;
+#[doc(hidden)]
+pub use tx::query_generic_on;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};

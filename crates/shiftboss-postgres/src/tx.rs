@@ -89,6 +89,12 @@ impl<'a> Conn<'a> {
     }
 }
 
+/// [`Conn::query_generic`] on a connection of the caller's, for tests of its SET and RESET.
+#[doc(hidden)]
+pub async fn query_generic_on(client: &Client, sql: &str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
+    Conn::new(client, None).query_generic(sql, params).await
+}
+
 macro_rules! db_now_expr {
     () => {
         "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"

@@ -160,6 +160,36 @@ async fn a_claim_from_a_floor_starts_its_read_there() {
     }
 }
 
+/// The claim's generic plan is asked for around the statement alone: the statement runs under
+/// `force_generic_plan`, and the connection is back to its own setting after it, whether the
+/// statement succeeded or failed, in a transaction or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generic_plan_is_asked_for_the_one_statement_only() {
+    let Some(url) = test_db() else { return };
+    let c = admin(&url).await;
+    let mode = "SELECT current_setting('plan_cache_mode')";
+    let rows = shiftboss_postgres::query_generic_on(&c, mode, &[]).await.unwrap();
+    assert_eq!(rows[0].get::<_, String>(0), "force_generic_plan", "the statement did not run under force_generic_plan");
+    assert_eq!(plan_cache_mode(&c).await, "auto", "the setting was not reset after the statement");
+
+    let failed = shiftboss_postgres::query_generic_on(&c, "SELECT 1 / (0 * $1::int)", &[&1i32]).await;
+    assert!(failed.is_err(), "division by zero");
+    assert_eq!(plan_cache_mode(&c).await, "auto", "the setting was not reset after a failed statement");
+
+    c.batch_execute("BEGIN").await.unwrap();
+    let rows = shiftboss_postgres::query_generic_on(&c, mode, &[]).await.unwrap();
+    assert_eq!(rows[0].get::<_, String>(0), "force_generic_plan");
+    assert_eq!(plan_cache_mode(&c).await, "auto", "the setting was not reset inside the transaction");
+    assert!(shiftboss_postgres::query_generic_on(&c, "SELECT 1 / (0 * $1::int)", &[&1i32]).await.is_err());
+    c.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(plan_cache_mode(&c).await, "auto", "a failed transaction left the setting behind");
+}
+
+/// The connection's `plan_cache_mode`.
+async fn plan_cache_mode(c: &tokio_postgres::Client) -> String {
+    c.query_one("SHOW plan_cache_mode", &[]).await.unwrap().get(0)
+}
+
 /// `n` jobs of the agent `mail`, enqueued 2,000 at a time.
 async fn enqueue_mail_jobs(store: &PostgresStore, n: usize) {
     for start in (0..n).step_by(2000) {

@@ -47,7 +47,6 @@ async fn a_slot_frees_when_its_agent_answers_and_unrecorded_replies_stay_bounded
     config.scheduler.reply_writers = 1;
     config.roles = Roles { scheduler: true, supervisor: false, dispatcher: false };
     let places = config.scheduler.reply_places();
-    assert!(places >= 1);
     let calls = Arc::new(Mutex::new(Vec::new()));
     let engine = Engine::builder(store.clone(), InstanceId::new("slots").unwrap())
         .agent("rec", Records { calls: calls.clone() })
