@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 
@@ -57,8 +58,9 @@ class Api:
 
 
 class Worker:
-    def __init__(self, api, agent, worker_id, capacity, wait_ms, max_steps):
+    def __init__(self, api, agent, worker_id, capacity, wait_ms, max_steps, release_on_start=False):
         self.api = api
+        self.release_on_start = release_on_start
         self.agent = agent
         self.worker_id = worker_id
         self.capacity = capacity
@@ -73,7 +75,30 @@ class Worker:
     def log(self, msg):
         print(f"python_worker {self.worker_id}: {msg}", file=sys.stderr, flush=True)
 
+    def release(self):
+        """Takes back what this worker's id held before a restart: those steps run again at once
+        instead of after their complete-by. Only for an id that no other running worker shares."""
+        path = "/v1/agents/workers/" + urllib.parse.quote(self.worker_id, safe="") + "/release"
+        backoff = 0.2
+        while not self.stopping.is_set():
+            try:
+                status, answer = self.api.post(path, {})
+            except OSError as e:
+                status, answer = None, {"detail": str(e)}
+            if status == 200:
+                self.log(f"released what it held before: {answer['returned']} returned, {answer['gave_up']} in error")
+                return True
+            if status is not None and 400 <= status < 500 and status not in (408, 429):
+                self.log(f"release refused ({status}): {answer.get('detail')}")
+                return False
+            self.log(f"release failed ({status or answer['detail']}); trying again in {backoff:.1f} s")
+            self.stopping.wait(backoff)
+            backoff = min(backoff * 2, 6.0)
+        return True
+
     def run(self):
+        if self.release_on_start and not self.release():
+            sys.exit(2)
         self.log(f"polling for {self.agent} with capacity {self.capacity}")
         backoff = 0.2
         while not self.stopping.is_set():
@@ -201,10 +226,13 @@ def main():
     p.add_argument("--capacity", type=int, default=4, help="steps run at once")
     p.add_argument("--wait-ms", type=int, default=20000, help="how long one poll waits for work")
     p.add_argument("--max-steps", type=int, default=0, help="exit after this many steps (0: never)")
+    p.add_argument("--release-on-start", action="store_true",
+                   help="first take back what --worker held before a restart (an id no other running worker shares)")
     args = p.parse_args()
     if not args.token:
         p.error("no token: pass --token or set SHIFTBOSS_TOKEN (a token with the agent scope)")
-    worker = Worker(Api(args.server, args.token), args.agent, args.worker, args.capacity, args.wait_ms, args.max_steps)
+    worker = Worker(Api(args.server, args.token), args.agent, args.worker, args.capacity, args.wait_ms, args.max_steps,
+                    args.release_on_start)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stopping.set())
     worker.run()

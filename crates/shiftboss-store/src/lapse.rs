@@ -87,7 +87,7 @@ pub fn plan(step: LapsedStep<'_>, lapse: Lapse, now: Timestamp, policies: &Retry
     let holder = step.locked_by.unwrap_or("?");
     let (kind, why) = match lapse {
         Lapse::Expired => (ev::STEP_EXPIRED, format!("lease expired: no reply by complete-by (held by {holder})")),
-        Lapse::Released => (ev::STEP_RELEASED, format!("its scheduler {holder} restarted while holding it")),
+        Lapse::Released => (ev::STEP_RELEASED, format!("its holder {holder} restarted while holding it")),
         Lapse::Unclaimed => (ev::STEP_UNCLAIMED, "no claim within its claim timeout (no worker polled for it)".into()),
     };
     let reason = match step.on_timeout {

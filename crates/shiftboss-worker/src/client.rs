@@ -3,7 +3,8 @@
 
 use crate::config::WorkerConfig;
 use crate::protocol::{
-    BatchAnswer, BatchResult, HeartbeatAnswer, HeartbeatRequest, PollAnswer, PollRequest, Problem, ReplyBatch, Step,
+    BatchAnswer, BatchResult, HeartbeatAnswer, HeartbeatRequest, PollAnswer, PollRequest, Problem, ReleaseAnswer,
+    ReplyBatch, Step,
 };
 use reqwest::StatusCode;
 use serde::Serialize;
@@ -111,6 +112,14 @@ impl Client {
         Ok(answer.results)
     }
 
+    /// Takes back the steps held under this worker's id (by this worker before it restarted):
+    /// each is pending again at once. How many were returned, and how many went to Error.
+    pub(crate) async fn release(&self, worker_id: &str) -> Result<(u32, u32), ClientError> {
+        let path = format!("/v1/agents/workers/{}/release", path_segment(worker_id));
+        let answer: ReleaseAnswer = self.post(&path, &serde_json::json!({}), self.request_timeout, None).await?;
+        Ok((answer.returned, answer.gave_up))
+    }
+
     async fn post<T: DeserializeOwned>(
         &self,
         path: &str,
@@ -159,6 +168,20 @@ fn tls() -> Result<rustls::ClientConfig, ClientError> {
     Ok(config)
 }
 
+/// A worker id as one segment of a URL's path: every byte but the unreserved ones
+/// percent-encoded (an id may hold `/`, `?`, `#` or `%`).
+fn path_segment(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// The innermost cause: reqwest's own text is only "error sending request".
 fn cause(e: &reqwest::Error) -> String {
     let mut source: &dyn std::error::Error = e;
@@ -166,4 +189,15 @@ fn cause(e: &reqwest::Error) -> String {
         source = next;
     }
     if e.is_timeout() { "timed out".into() } else { source.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_segment;
+
+    #[test]
+    fn a_worker_id_is_one_path_segment() {
+        assert_eq!(path_segment("pay-1.a_b~c"), "pay-1.a_b~c");
+        assert_eq!(path_segment("a/b?c#d%e f"), "a%2Fb%3Fc%23d%25e%20f");
+    }
 }

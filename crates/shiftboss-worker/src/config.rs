@@ -23,6 +23,11 @@ pub struct WorkerConfig {
     pub request_timeout: Duration,
     /// The pause after a failed poll, doubled on each further failure up to 30 times this.
     pub poll_backoff: Duration,
+    /// Before its first poll, take back the steps held under `worker_id` (by this worker before
+    /// it restarted): they run again at once instead of after their complete-by. Set it only when
+    /// the id is stable across restarts and no two workers running at once share it: a release
+    /// takes the steps of whichever process holds them. Off by default.
+    pub release_on_start: bool,
 }
 
 impl WorkerConfig {
@@ -42,6 +47,7 @@ impl WorkerConfig {
             poll_wait: Duration::from_secs(20),
             request_timeout: Duration::from_secs(10),
             poll_backoff: Duration::from_millis(200),
+            release_on_start: false,
         }
     }
 

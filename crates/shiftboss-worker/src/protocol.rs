@@ -84,6 +84,13 @@ pub(crate) struct HeartbeatAnswer {
     pub seconds_left: Option<f64>,
 }
 
+/// What a release took back (`POST /v1/agents/workers/{worker}/release`).
+#[derive(Debug, Deserialize)]
+pub(crate) struct ReleaseAnswer {
+    pub returned: u32,
+    pub gave_up: u32,
+}
+
 /// Replies for many steps in one request (`POST /v1/agents/replies`).
 #[derive(Debug, Serialize)]
 pub(crate) struct ReplyBatch<'a> {

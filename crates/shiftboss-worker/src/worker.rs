@@ -57,6 +57,9 @@ pub struct WorkerStats {
     pub dropped: u64,
     /// Polls that failed (the server out of reach, or answering 5xx).
     pub poll_errors: u64,
+    /// Steps held under the worker's id before it started, taken back by its release
+    /// (`WorkerConfig::release_on_start`) to run again at once.
+    pub released: u64,
 }
 
 #[derive(Default)]
@@ -65,6 +68,7 @@ struct Counters {
     failed: AtomicU64,
     dropped: AtomicU64,
     poll_errors: AtomicU64,
+    released: AtomicU64,
 }
 
 impl Counters {
@@ -79,6 +83,7 @@ impl Counters {
             failed: g(&self.failed),
             dropped: g(&self.dropped),
             poll_errors: g(&self.poll_errors),
+            released: g(&self.released),
         }
     }
 }
@@ -109,6 +114,12 @@ impl Worker {
     /// poll itself (a bad token, a type it does not declare remote), after the held steps.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<WorkerStats, ClientError> {
         tokio::pin!(shutdown);
+        if self.config.release_on_start {
+            tokio::select! {
+                () = &mut shutdown => return Ok(self.counters.stats()),
+                r = self.release_held() => r?,
+            }
+        }
         let slots = Arc::new(Semaphore::new(self.config.concurrency));
         let replier = Replier::start(self.client.clone(), self.config.worker_id.as_str().into());
         let mut running = JoinSet::new();
@@ -149,11 +160,7 @@ impl Worker {
                 Err(e) if e.is_transient() => {
                     Counters::add(&self.counters.poll_errors);
                     failures = failures.saturating_add(1);
-                    let pause = self
-                        .config
-                        .poll_backoff
-                        .saturating_mul(1 << failures.min(5))
-                        .min(self.config.poll_backoff * 30);
+                    let pause = self.pause_after(failures);
                     tracing::warn!(error = %e, pause_ms = pause.as_millis() as u64, "poll failed; polling again after a pause");
                     tokio::select! {
                         () = &mut shutdown => break,
@@ -171,6 +178,41 @@ impl Worker {
         match refused {
             Some(e) => Err(e),
             None => Ok(self.counters.stats()),
+        }
+    }
+}
+
+impl Worker {
+    /// The pause after `failures` failed calls in a row: `poll_backoff`, doubled on each further
+    /// failure, at most 30 times it.
+    fn pause_after(&self, failures: u32) -> Duration {
+        self.config.poll_backoff.saturating_mul(1 << failures.min(5)).min(self.config.poll_backoff * 30)
+    }
+
+    /// Takes back what the worker's id held before this start, sending again after a pause while
+    /// the server is out of reach or failing; a refusal (a bad token, a bad id) ends the worker.
+    async fn release_held(&self) -> Result<(), ClientError> {
+        let mut failures = 0u32;
+        loop {
+            match self.client.release(&self.config.worker_id).await {
+                Ok((returned, gave_up)) => {
+                    self.counters.released.fetch_add(u64::from(returned + gave_up), Ordering::Relaxed);
+                    if returned + gave_up > 0 {
+                        tracing::info!(returned, gave_up, "took back the steps held before this start");
+                    }
+                    return Ok(());
+                }
+                Err(e) if e.is_transient() => {
+                    failures = failures.saturating_add(1);
+                    let pause = self.pause_after(failures);
+                    tracing::warn!(error = %e, pause_ms = pause.as_millis() as u64, "release failed; trying again after a pause");
+                    sleep(pause).await;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "the server refused the release; the worker stops");
+                    return Err(e);
+                }
+            }
         }
     }
 }

@@ -2,7 +2,8 @@
 //! on PostgreSQL: the worker protocol spoken by hand (long poll woken by a submission, capacity and
 //! priority, heartbeats past the first complete-by, a late reply refused after the lease lapsed),
 //! and the Python worker example (`examples/python_worker.py`) finishing tasks, including after a
-//! worker holding steps is SIGKILLed and the supervisor takes its steps back.
+//! worker holding steps is SIGKILLed and the supervisor takes its steps back, or the worker starts
+//! again under its id and takes them back itself; a restarted worker's release by hand.
 
 #[macro_use]
 mod common;
@@ -203,6 +204,47 @@ async fn a_late_reply_after_the_lease_lapsed_is_refused(db: String, logs: &Path)
     assert_eq!(api.task(&id).await["state"], "completed");
 }
 
+async fn a_restarted_worker_takes_back_what_it_held(db: String, logs: &Path) {
+    let (_p, api) = started(&db, logs).await;
+    // A minute to complete-by: without the release the steps would wait that long.
+    api.register("60s", None).await;
+    let ids = [api.submit("r-1", json!({}), 0).await, api.submit("r-2", json!({}), 0).await];
+    let held = api.poll("pay/1", 2, 0).await;
+    assert_eq!(held.len(), 2);
+    // Another worker's release takes nothing of them.
+    let (s, v) = api.post("/v1/agents/workers/other/release", json!({})).await;
+    assert_eq!((s, v["returned"].as_u64(), v["gave_up"].as_u64()), (StatusCode::OK, Some(0), Some(0)), "{v}");
+    assert!(api.poll("other", 2, 0).await.is_empty(), "both steps are still held");
+    // "pay/1" starts again and releases first (its id is one path segment, percent-encoded).
+    let (s, v) = api.post("/v1/agents/workers/pay%2F1/release", json!({})).await;
+    assert_eq!((s, v["returned"].as_u64(), v["gave_up"].as_u64()), (StatusCode::OK, Some(2), Some(0)), "{v}");
+    let again = api.poll("pay/1", 2, 0).await;
+    assert_eq!(again.len(), 2, "the released steps are due at once");
+    for step in &again {
+        let before = held.iter().find(|h| h["step_id"] == step["step_id"]).expect("the same steps");
+        assert_eq!(step["attempt"].as_u64(), Some(2), "{step}");
+        assert_ne!(step["lease_token"], before["lease_token"]);
+        // The old lease is gone: its reply changes nothing.
+        let path = format!("/v1/agents/steps/{}/complete", before["step_id"].as_str().unwrap());
+        let (s, v) = api.post(&path, json!({"lease_token": before["lease_token"], "output": {}})).await;
+        assert_eq!((s, v["code"].as_str()), (StatusCode::CONFLICT, Some("lease_lost")), "{v}");
+        let (s, v) = api.post(&path, json!({"lease_token": step["lease_token"], "output": {"n": 2}})).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+    }
+    for id in &ids {
+        let t = api.task(id).await;
+        assert_eq!(t["state"], "completed", "{t}");
+        let released: Vec<&Value> =
+            t["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "step.released").collect();
+        assert_eq!(released.len(), 1, "{t}");
+    }
+    // A bad id is refused, and so is a caller without a token.
+    let (s, v) = api.post("/v1/agents/workers/bad%20id/release", json!({})).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    let res = api.http.post(format!("{}/v1/agents/workers/x/release", api.base)).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The Python worker example
 
@@ -210,12 +252,18 @@ struct PyWorker(Child);
 
 impl PyWorker {
     fn start(api: &Api, worker: &str, capacity: u32, logs: &Path) -> PyWorker {
+        PyWorker::start_with(api, worker, capacity, logs, &[])
+    }
+
+    fn start_with(api: &Api, worker: &str, capacity: u32, logs: &Path, extra: &[&str]) -> PyWorker {
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/python_worker.py");
-        let log = std::fs::File::create(logs.join(format!("{worker}.log"))).unwrap();
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(logs.join(format!("{worker}.log"))).unwrap();
         let child = Command::new("python3")
             .arg(script)
             .args(["--server", &api.base, "--agent", AGENT, "--worker", worker])
             .args(["--capacity", &capacity.to_string(), "--wait-ms", "2000"])
+            .args(extra)
             .env("SHIFTBOSS_TOKEN", &api.token)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -300,6 +348,25 @@ async fn the_python_worker_finishes_tasks_and_survives_a_kill(db: String, logs: 
     }
 }
 
+async fn the_python_worker_takes_back_its_steps_when_it_restarts(db: String, logs: &Path) {
+    let (_p, api) = started(&db, logs).await;
+    // No response window: a held step's complete-by is a minute away, longer than the wait below.
+    api.register("60s", None).await;
+    let id = api.submit("py-again", json!({"sleep_s": 60, "only_first_attempt": true}), 0).await;
+    let mut first = PyWorker::start(&api, "py-again", 1, logs);
+    wait_for("the step is held", Duration::from_secs(20), || async {
+        api.task(&id).await["steps"][0]["state"] == "processing"
+    })
+    .await;
+    first.kill9();
+    let _again = PyWorker::start_with(&api, "py-again", 1, logs, &["--release-on-start"]);
+    api.wait_state(&id, "completed").await;
+    let t = api.task(&id).await;
+    assert_eq!((t["output"]["worker"].as_str(), t["output"]["attempt"].as_u64()), (Some("py-again"), Some(2)), "{t}");
+    let kinds: Vec<&str> = t["events"].as_array().unwrap().iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert!(kinds.contains(&"step.released") && !kinds.contains(&"step.expired"), "{kinds:?}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Each on SQLite and on PostgreSQL
 
@@ -311,9 +378,15 @@ on_both_stores!(
 );
 on_both_stores!(heartbeats_keep_a_step_past_its_first_complete_by, heartbeats_on_sqlite, heartbeats_on_postgres);
 on_both_stores!(a_late_reply_after_the_lease_lapsed_is_refused, late_reply_on_sqlite, late_reply_on_postgres);
+on_both_stores!(a_restarted_worker_takes_back_what_it_held, restarted_worker_on_sqlite, restarted_worker_on_postgres);
 on_both_stores!(a_batch_of_replies_answers_each_on_its_own, batch_replies_on_sqlite, batch_replies_on_postgres);
 on_both_stores!(
     the_python_worker_finishes_tasks_and_survives_a_kill,
     python_worker_on_sqlite,
     python_worker_on_postgres
+);
+on_both_stores!(
+    the_python_worker_takes_back_its_steps_when_it_restarts,
+    python_worker_restart_on_sqlite,
+    python_worker_restart_on_postgres
 );

@@ -1,8 +1,9 @@
 //! The Rust worker client (`shiftboss-worker`) against a real `shiftboss serve` process over
 //! loopback, on SQLite and on PostgreSQL: tasks finished with outputs, transient failures retried
 //! and permanent ones failing the task, never more steps held than its concurrency, heartbeats
-//! that keep a long step past its first complete-by and carry its progress, a shutdown that finishes what it holds, and
-//! a bad token that stops the worker with the server's refusal.
+//! that keep a long step past its first complete-by and carry its progress, a shutdown that finishes what it holds,
+//! a restarted worker that takes back at once what it held when it died, and a bad token that
+//! stops the worker with the server's refusal.
 
 #[macro_use]
 mod common;
@@ -51,7 +52,10 @@ impl Handler for Parcels {
         if let Some(stage) = step.input.get("stage") {
             step.report_progress(json!({"parcel": step.input["n"], "stage": stage}));
         }
-        let hold = Duration::from_millis(step.input["hold_ms"].as_u64().unwrap_or(0));
+        let mut hold = Duration::from_millis(step.input["hold_ms"].as_u64().unwrap_or(0));
+        if step.input["hold_first_only"] == true && step.attempt > 1 {
+            hold = Duration::ZERO;
+        }
         tokio::time::sleep(hold).await;
         self.now.fetch_sub(1, Ordering::SeqCst);
         match step.input["then"].as_str() {
@@ -149,7 +153,43 @@ async fn a_bad_token_stops_the_worker(db: String, logs: &Path) {
     );
 }
 
+async fn a_restarted_worker_takes_back_its_steps(db: String, logs: &Path) {
+    let (_p, api) = started(&db, logs).await;
+    // A minute to complete-by: only the release can bring the steps back within the wait below.
+    api.register("60s", None).await;
+    let parcels = Arc::new(Parcels::default());
+    let (_stop, crashed) = spawn(Worker::new(config(&api, "rs-again", 2), parcels.clone()).unwrap());
+    let mut ids = Vec::new();
+    for n in 0..2 {
+        ids.push(
+            api.submit(&format!("again-{n}"), json!({"n": n, "hold_ms": 120_000, "hold_first_only": true}), 0).await,
+        );
+    }
+    common::wait_for("both steps are held", Duration::from_secs(10), || async {
+        parcels.now.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    // The process dies with both steps in hand: nothing is answered for them.
+    crashed.abort();
+    let _ = crashed.await;
+    let mut c = config(&api, "rs-again", 2);
+    c.release_on_start = true;
+    let (stop, run) = spawn(Worker::new(c, parcels.clone()).unwrap());
+    for id in &ids {
+        common::wait_for("the task completes after the release", Duration::from_secs(15), || async {
+            api.task(id).await["state"] == "completed"
+        })
+        .await;
+        let t = api.task(id).await;
+        assert_eq!(t["output"]["attempt"], 2, "run again at once by the restarted worker: {t}");
+    }
+    stop.send(()).unwrap();
+    let stats = run.await.unwrap().unwrap();
+    assert_eq!((stats.released, stats.completed), (2, 2), "{stats:?}");
+}
+
 on_both_stores!(finishes_tasks_within_its_concurrency, finishes_tasks_on_sqlite, finishes_tasks_on_postgres);
 on_both_stores!(heartbeats_keep_a_long_step, heartbeats_on_sqlite, heartbeats_on_postgres);
 on_both_stores!(shutdown_finishes_what_it_holds, shutdown_on_sqlite, shutdown_on_postgres);
 on_both_stores!(a_bad_token_stops_the_worker, bad_token_on_sqlite, bad_token_on_postgres);
+on_both_stores!(a_restarted_worker_takes_back_its_steps, restarted_on_sqlite, restarted_on_postgres);

@@ -27,4 +27,5 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(replies::fail))
         .routes(routes!(batch::replies))
         .routes(routes!(workers::list_workers))
+        .routes(routes!(workers::release_worker))
 }

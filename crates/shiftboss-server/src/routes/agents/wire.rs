@@ -210,3 +210,13 @@ pub struct BatchResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
 }
+
+/// What a worker's release took back: the steps it held, each pending again at once (its attempt
+/// counted as failed) or, with no try left, in Error.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ReleaseAnswer {
+    /// Steps pending again, to be claimed at once.
+    pub returned: u32,
+    /// Steps whose retry policy had no try left (or whose total timeout had passed): in Error.
+    pub gave_up: u32,
+}
