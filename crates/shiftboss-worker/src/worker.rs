@@ -19,6 +19,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep, sleep_until};
 
+/// How long a poll in flight at shutdown may still answer: the server answers a poll as soon as
+/// it has claimed steps for it, so steps already claimed arrive well within this.
+const SHUTDOWN_POLL_GRACE: Duration = Duration::from_secs(1);
+
 /// Runs the steps of the worker's agent types.
 #[async_trait]
 pub trait Handler: Send + Sync + 'static {
@@ -109,8 +113,9 @@ impl Worker {
 
     /// Polls and runs steps until `shutdown` completes, then stops polling and waits for the
     /// steps it holds to finish (each is bounded by its deadline) and answers for them. A poll
-    /// in flight at shutdown is dropped: steps it may have claimed come back through the
-    /// supervisor at their complete-by. Ends early with the error when the server refuses the
+    /// in flight at shutdown gets `SHUTDOWN_POLL_GRACE` to answer, and the steps it brings are
+    /// run too; one still waiting for work then is dropped (a step the server claims for it
+    /// after that comes back through the supervisor at its complete-by). Ends early with the error when the server refuses the
     /// poll itself (a bad token, a type it does not declare remote), after the held steps.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<WorkerStats, ClientError> {
         tokio::pin!(shutdown);
@@ -137,9 +142,22 @@ impl Worker {
             }
             let capacity = u32::try_from(permits.len()).unwrap_or(u32::MAX);
             let asked_at = Instant::now();
+            let poll = self.client.poll(&self.config, capacity, self.config.poll_wait);
+            tokio::pin!(poll);
+            // Set once `shutdown` has completed: it is not polled again.
+            let mut stopping = false;
             let polled = tokio::select! {
-                () = &mut shutdown => break,
-                r = self.client.poll(&self.config, capacity, self.config.poll_wait) => r,
+                () = &mut shutdown => {
+                    stopping = true;
+                    // A poll the server is answering carries steps already claimed for this
+                    // worker: wait a moment for them rather than leave them to lapse at their
+                    // complete-by. A poll still waiting for work is dropped.
+                    match tokio::time::timeout(SHUTDOWN_POLL_GRACE, &mut poll).await {
+                        Ok(r) => r,
+                        Err(_) => break,
+                    }
+                }
+                r = &mut poll => r,
             };
             match polled {
                 Ok(steps) => {
@@ -157,6 +175,7 @@ impl Worker {
                         running.spawn(job.run());
                     }
                 }
+                Err(_) if stopping => break,
                 Err(e) if e.is_transient() => {
                     Counters::add(&self.counters.poll_errors);
                     failures = failures.saturating_add(1);
@@ -172,6 +191,9 @@ impl Worker {
                     refused = Some(e);
                     break;
                 }
+            }
+            if stopping {
+                break;
             }
         }
         while running.join_next().await.is_some() {}

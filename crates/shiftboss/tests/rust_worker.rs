@@ -1,7 +1,8 @@
 //! The Rust worker client (`shiftboss-worker`) against a real `shiftboss serve` process over
 //! loopback, on SQLite and on PostgreSQL: tasks finished with outputs, transient failures retried
 //! and permanent ones failing the task, never more steps held than its concurrency, heartbeats
-//! that keep a long step past its first complete-by and carry its progress, a shutdown that finishes what it holds,
+//! that keep a long step past its first complete-by and carry its progress, a shutdown that finishes what it holds
+//! (and what a poll answering at that moment brings),
 //! a restarted worker that takes back at once what it held when it died, and a bad token that
 //! stops the worker with the server's refusal.
 
@@ -136,6 +137,28 @@ async fn shutdown_finishes_what_it_holds(db: String, logs: &Path) {
     assert_eq!(api.task(&id).await["state"], "completed");
 }
 
+async fn a_poll_answered_at_shutdown_is_run(db: String, logs: &Path) {
+    let (_p, api) = started(&db, logs).await;
+    api.register("30s", None).await;
+    let mut c = config(&api, "rs-late", 1);
+    c.poll_wait = Duration::from_secs(10);
+    let (stop, run) = spawn(Worker::new(c, Arc::new(Parcels::default())).unwrap());
+    // The poll records its worker before it waits: once listed, the poll is waiting.
+    common::wait_for("the worker polls", Duration::from_secs(10), || async {
+        api.workers_of().await.contains(&"rs-late".to_owned())
+    })
+    .await;
+    // A step submitted as the worker is told to stop: the waiting poll claims it and answers
+    // while the worker stops. It is run and answered, not left held by a worker that is gone
+    // until its complete-by 30 s away.
+    let id = api.submit("late", json!({"n": 1}), 0).await;
+    stop.send(()).unwrap();
+    let stats = run.await.unwrap().unwrap();
+    let t = api.task(&id).await;
+    assert_ne!(t["steps"][0]["state"], "processing", "claimed and never run: {t} {stats:?}");
+    assert_eq!((t["state"].as_str(), stats.completed), (Some("completed"), 1), "{t} {stats:?}");
+}
+
 async fn a_bad_token_stops_the_worker(db: String, logs: &Path) {
     let (_p, api) = started(&db, logs).await;
     let mut c = config(&api, "rs-bad", 1);
@@ -192,4 +215,5 @@ on_both_stores!(finishes_tasks_within_its_concurrency, finishes_tasks_on_sqlite,
 on_both_stores!(heartbeats_keep_a_long_step, heartbeats_on_sqlite, heartbeats_on_postgres);
 on_both_stores!(shutdown_finishes_what_it_holds, shutdown_on_sqlite, shutdown_on_postgres);
 on_both_stores!(a_bad_token_stops_the_worker, bad_token_on_sqlite, bad_token_on_postgres);
+on_both_stores!(a_poll_answered_at_shutdown_is_run, late_poll_on_sqlite, late_poll_on_postgres);
 on_both_stores!(a_restarted_worker_takes_back_its_steps, restarted_on_sqlite, restarted_on_postgres);
