@@ -46,10 +46,16 @@ pub struct Step {
 
 impl Step {
     /// Says how far the work has come (any JSON, at most 64 KiB), such as
-    /// `{"copied": 3400, "of": 10000}`. The next heartbeat carries it to the server, which keeps it
-    /// on the step for the API and the console; a later report replaces an unsent one.
+    /// `{"copied": 3400, "of": 10000}`. The next heartbeat carries it to the server (within about
+    /// a second), which keeps it on the step for the API and the console; a later report
+    /// replaces an unsent one.
     pub fn report_progress(&self, progress: Value) {
         *self.progress.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(progress);
+    }
+
+    /// Whether a report waits to be sent.
+    pub(crate) fn has_progress(&self) -> bool {
+        self.progress.0.lock().unwrap_or_else(|p| p.into_inner()).is_some()
     }
 
     /// The report not sent yet, taken for a heartbeat.

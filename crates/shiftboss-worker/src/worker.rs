@@ -23,6 +23,9 @@ use tokio::time::{Instant, sleep, sleep_until};
 /// it has claimed steps for it, so steps already claimed arrive well within this.
 const SHUTDOWN_POLL_GRACE: Duration = Duration::from_secs(1);
 
+/// The shortest time between two heartbeats sent to carry a handler's progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
 /// Runs the steps of the worker's agent types.
 #[async_trait]
 pub trait Handler: Send + Sync + 'static {
@@ -291,21 +294,38 @@ impl StepRun {
     }
 }
 
-/// Heartbeats at a third of the time left, moving the deadline on with each answer. Returns when
-/// the lease is lost. When a heartbeat no longer moves the deadline (the step has no response
-/// window, or has reached its whole timeout), it stops beating and waits for ever.
+/// Heartbeats at a third of the time left, moving the deadline on with each answer, and sooner
+/// (at most every `PROGRESS_EVERY`) when the handler has reported progress not sent yet. Returns
+/// when the lease is lost. Once a heartbeat no longer moves the deadline (the step has no response
+/// window, or has reached its whole timeout), it beats only to carry progress.
 async fn heartbeats(client: &Client, step: &Step, deadline: watch::Sender<Instant>) {
+    // When the last heartbeat was sent, and when to look next for progress to carry.
+    let mut last = Instant::now();
+    let mut look = last + PROGRESS_EVERY;
+    let mut moving = true;
     loop {
-        let left = deadline.borrow().saturating_duration_since(Instant::now());
-        sleep((left / 3).max(Duration::from_millis(50))).await;
+        let beat_at = moving.then(|| {
+            let left = deadline.borrow().saturating_duration_since(last);
+            last + (left / 3).max(Duration::from_millis(50))
+        });
+        sleep_until(beat_at.map_or(look, |at| at.min(look))).await;
+        let now = Instant::now();
+        if beat_at.is_none_or(|at| now < at) {
+            look = now + PROGRESS_EVERY;
+            if !step.has_progress() {
+                continue;
+            }
+        }
         let sent = Instant::now();
+        (last, look) = (sent, sent + PROGRESS_EVERY);
         match client.heartbeat(step).await {
             Ok(Some(secs)) => {
                 let new = sent + seconds(secs);
-                if new <= *deadline.borrow() {
-                    return std::future::pending().await;
+                if new > *deadline.borrow() {
+                    deadline.send_replace(new);
+                } else {
+                    moving = false;
                 }
-                deadline.send_replace(new);
             }
             Ok(None) | Err(ClientError::LeaseLost(_)) => return,
             Err(e) => tracing::debug!(step = %step.step_id, error = %e, "heartbeat failed; trying again"),

@@ -1,7 +1,7 @@
 //! The Rust worker client (`shiftboss-worker`) against a real `shiftboss serve` process over
 //! loopback, on SQLite and on PostgreSQL: tasks finished with outputs, transient failures retried
 //! and permanent ones failing the task, never more steps held than its concurrency, heartbeats
-//! that keep a long step past its first complete-by and carry its progress, a shutdown that finishes what it holds
+//! that keep a long step past its first complete-by and carry its progress (with no response window too), a shutdown that finishes what it holds
 //! (and what a poll answering at that moment brings),
 //! a restarted worker that takes back at once what it held when it died, and a bad token that
 //! stops the worker with the server's refusal.
@@ -123,6 +123,24 @@ async fn heartbeats_keep_a_long_step(db: String, logs: &Path) {
     assert_eq!((stats.completed, stats.dropped), (1, 0), "{stats:?}");
 }
 
+async fn progress_reaches_the_server_without_a_response_window(db: String, logs: &Path) {
+    let (_p, api) = started(&db, logs).await;
+    // No response window: heartbeats would not move complete-by (30 s away, first due at 10 s),
+    // yet a 3 s step's progress is seen while it runs.
+    api.register("30s", None).await;
+    let (stop, run) = spawn(Worker::new(config(&api, "rs-progress", 1), Arc::new(Parcels::default())).unwrap());
+    let id = api.submit("sorting", json!({"n": 2, "hold_ms": 3000, "stage": "sorting"}), 0).await;
+    common::wait_for("the step's progress while it runs", Duration::from_secs(10), || async {
+        let t = api.task(&id).await;
+        t["steps"][0]["progress"] == json!({"parcel": 2, "stage": "sorting"}) && t["state"] == "running"
+    })
+    .await;
+    api.wait_state(&id, "completed").await;
+    stop.send(()).unwrap();
+    let stats = run.await.unwrap().unwrap();
+    assert_eq!((stats.completed, stats.dropped), (1, 0), "{stats:?}");
+}
+
 async fn shutdown_finishes_what_it_holds(db: String, logs: &Path) {
     let (_p, api) = started(&db, logs).await;
     api.register("30s", None).await;
@@ -213,6 +231,7 @@ async fn a_restarted_worker_takes_back_its_steps(db: String, logs: &Path) {
 
 on_both_stores!(finishes_tasks_within_its_concurrency, finishes_tasks_on_sqlite, finishes_tasks_on_postgres);
 on_both_stores!(heartbeats_keep_a_long_step, heartbeats_on_sqlite, heartbeats_on_postgres);
+on_both_stores!(progress_reaches_the_server_without_a_response_window, progress_on_sqlite, progress_on_postgres);
 on_both_stores!(shutdown_finishes_what_it_holds, shutdown_on_sqlite, shutdown_on_postgres);
 on_both_stores!(a_bad_token_stops_the_worker, bad_token_on_sqlite, bad_token_on_postgres);
 on_both_stores!(a_poll_answered_at_shutdown_is_run, late_poll_on_sqlite, late_poll_on_postgres);
