@@ -118,8 +118,9 @@ impl Worker {
     /// steps it holds to finish (each is bounded by its deadline) and answers for them. A poll
     /// in flight at shutdown gets `SHUTDOWN_POLL_GRACE` to answer, and the steps it brings are
     /// run too; one still waiting for work then is dropped (a step the server claims for it
-    /// after that comes back through the supervisor at its complete-by). Ends early with the error when the server refuses the
-    /// poll itself (a bad token, a type it does not declare remote), after the held steps.
+    /// after that comes back through the supervisor at its complete-by). Ends early with the
+    /// error when the server refuses the poll (a bad token, a type it does not declare remote)
+    /// or the release, after the held steps.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<WorkerStats, ClientError> {
         tokio::pin!(shutdown);
         if self.config.release_on_start {
@@ -205,9 +206,7 @@ impl Worker {
             None => Ok(self.counters.stats()),
         }
     }
-}
 
-impl Worker {
     /// The pause after `failures` failed calls in a row: `poll_backoff`, doubled on each further
     /// failure, at most 30 times it.
     fn pause_after(&self, failures: u32) -> Duration {

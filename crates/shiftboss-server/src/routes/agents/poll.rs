@@ -160,8 +160,13 @@ fn check(state: &AppState, p: &PollRequest) -> Result<InstanceId, ApiError> {
     if p.capacity == 0 || p.capacity > MAX_CAPACITY {
         return Err(ApiError::invalid(format!("capacity: 1 to {MAX_CAPACITY}")));
     }
-    check_worker_id(&p.worker).map_err(|e| ApiError::invalid(format!("worker: {e}")))?;
-    InstanceId::new(format!("worker:{}", p.worker)).map_err(|e| ApiError::invalid(format!("worker: {e}")))
+    worker_instance(&p.worker)
+}
+
+/// The instance a worker's claims are held under, `worker:<id>`; 422 for a bad id.
+pub(crate) fn worker_instance(worker: &str) -> Result<InstanceId, ApiError> {
+    check_worker_id(worker).map_err(|e| ApiError::invalid(format!("worker: {e}")))?;
+    InstanceId::new(format!("worker:{worker}")).map_err(|e| ApiError::invalid(format!("worker: {e}")))
 }
 
 /// 422 `agent_not_remote` unless the engine declares this agent type remote: a worker can never

@@ -11,18 +11,14 @@ use crate::wire::{parse_id, time};
 use axum::extract::State;
 use axum::http::StatusCode;
 use shiftboss_core::{InstanceId, LeaseToken, StepId};
-use shiftboss_store::{ExtendLease, Reply, ReplyOutcome, ReplyResult, StoreError, check_worker_id};
+use shiftboss_store::{ExtendLease, Reply, ReplyOutcome, ReplyResult, StoreError};
 
 /// Who a reply is recorded as: `worker:<id>` when the worker names itself, else the token's name.
 pub(crate) fn actor(principal: &Principal, worker: Option<&str>) -> Result<InstanceId, ApiError> {
-    let actor = match worker {
-        Some(w) => {
-            check_worker_id(w).map_err(|e| ApiError::invalid(format!("worker: {e}")))?;
-            format!("worker:{w}")
-        }
-        None => principal.name.clone(),
-    };
-    InstanceId::new(actor).map_err(|e| ApiError::invalid(format!("worker: {e}")))
+    match worker {
+        Some(w) => super::poll::worker_instance(w),
+        None => InstanceId::new(principal.name.clone()).map_err(|e| ApiError::invalid(format!("worker: {e}"))),
+    }
 }
 
 /// A reply's token that is not the step's current lease: the lease lapsed and the step went to

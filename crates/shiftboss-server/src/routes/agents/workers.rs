@@ -1,14 +1,14 @@
 //! Which workers polled for which agent type, and when last: from the store, so that every serve
 //! process answers the same. And a restarted worker's release of the steps it held before.
 
+use super::poll::worker_instance;
 use super::wire::{AgentWorkers, ReleaseAnswer, WorkerSeenAt, WorkersAnswer};
 use crate::error::{ApiError, Problem};
 use crate::json::Json;
 use crate::state::AppState;
 use crate::wire::time;
 use axum::extract::{Path, State};
-use shiftboss_core::InstanceId;
-use shiftboss_store::{ReleaseInstanceClaims, check_worker_id};
+use shiftboss_store::ReleaseInstanceClaims;
 
 /// The workers seen polling, per agent type, each with when it was first and last seen (written
 /// at most every 5 s per worker; forgotten after a day unseen).
@@ -51,10 +51,7 @@ pub async fn release_worker(
     State(state): State<AppState>,
     Path(worker): Path<String>,
 ) -> Result<Json<ReleaseAnswer>, ApiError> {
-    check_worker_id(&worker).map_err(|e| ApiError::invalid(format!("worker: {e}")))?;
-    let instance =
-        InstanceId::new(format!("worker:{worker}")).map_err(|e| ApiError::invalid(format!("worker: {e}")))?;
-    let p = ReleaseInstanceClaims { instance, policies: state.engine.policies().clone() };
+    let p = ReleaseInstanceClaims { instance: worker_instance(&worker)?, policies: state.engine.policies().clone() };
     let r = state.store().release_instance_claims(p).await?;
     if r.retried + r.gave_up > 0 {
         tracing::info!(%worker, returned = r.retried, gave_up = r.gave_up, "released the steps a restarted worker held");
