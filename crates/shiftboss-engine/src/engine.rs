@@ -16,6 +16,7 @@ use crate::config::EngineConfig;
 use crate::exception::ExceptionStrategy;
 use crate::follow::EventFollower;
 use crate::group_commit::GroupCommit;
+use crate::group_commit::handoff::{Handoff, Offered};
 use crate::group_commit::replies::Replies;
 use crate::group_commit::submissions::Submissions;
 use crate::jobs::{ClientConfig, JobClient};
@@ -30,8 +31,8 @@ use shiftboss_core::retry::{RetryPolicies, RetryPolicy};
 use shiftboss_core::workflow::{StepKind, WorkflowDef};
 use shiftboss_store::event_kind as ev;
 use shiftboss_store::{
-    EventFilter, RecordReplies, RegisterOutcome, Reply, ReplyOutcome, Store, StoreError, SubmitTask, Submitted,
-    Subscription,
+    ClaimDueSteps, EventFilter, RecordReplies, RegisterOutcome, Reply, ReplyOutcome, Store, StoreError, SubmitTask,
+    Submitted, Subscription,
 };
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -180,6 +181,7 @@ impl EngineBuilder {
                 wake,
                 supervisor_bell: Arc::default(),
                 submitter: OnceLock::new(),
+                handoff: Arc::default(),
                 replier: OnceLock::new(),
                 remote: self.remote,
                 outbound: self.outbound,
@@ -211,6 +213,8 @@ struct Inner {
     supervisor_bell: Arc<Notify>,
     /// The group commit's writers, started by the first submission, and by a remote reply.
     submitter: OnceLock<GroupCommit<Submissions>>,
+    /// Waiting polls' claims, run by the submissions' writers (see `group_commit::handoff`).
+    handoff: Arc<Handoff>,
     replier: OnceLock<GroupCommit<Replies>>,
     /// The agent types remote workers serve (see [`EngineBuilder::remote_agent`]).
     remote: Vec<String>,
@@ -336,7 +340,8 @@ impl Engine {
             0 => i.store.submit_task(task).await,
             writers => {
                 let queue = i.submitter.get_or_init(|| {
-                    GroupCommit::start(&i.store, writers, i.config.submit.max_batch, i.metrics.clone(), Submissions)
+                    let how = Submissions { handoff: i.handoff.clone(), metrics: i.metrics.clone() };
+                    GroupCommit::start(&i.store, writers, i.config.submit.max_batch, i.metrics.clone(), how)
                 });
                 match queue.send(task).await {
                     Ok(written) => written,
@@ -348,6 +353,21 @@ impl Engine {
         self.wake();
         self.ring_events();
         Ok(s)
+    }
+
+    /// Offers a remote worker's waiting poll's claim to the next submissions' transaction, which
+    /// runs it after them and hands the claimed steps over after its commit (see
+    /// `group_commit::handoff`). `None` when submissions are not grouped, or when an agent type of
+    /// the claim has a concurrency or rate limit: the poll then claims on its own.
+    pub fn offer_claim(&self, claim: &ClaimDueSteps) -> Option<Offered> {
+        let limited = claim
+            .limits
+            .iter()
+            .any(|l| (l.max_concurrent.is_some() || l.per_second.is_some()) && claim.agents.contains(&l.agent));
+        if limited || self.writers() == 0 {
+            return None;
+        }
+        Some(self.inner.handoff.offer(claim.clone()))
     }
 
     /// Submits many tasks in one transaction (see `Store::submit_tasks`: each idempotent by its
@@ -485,6 +505,7 @@ impl Engine {
                 ("failed", g(&a.failed)),
                 ("dropped", g(&a.dropped)),
             ],
+            polls_waiting: self.inner.handoff.waiting() as u64,
             ..self.inner.metrics.snapshot()
         }
     }

@@ -50,6 +50,7 @@ pub use dispatcher::DispatchConfig;
 pub use engine::{Engine, EngineBuilder, EngineError, RunningEngine};
 pub use exception::{Exception, ExceptionStrategy, Verdict};
 pub use group_commit::SubmitConfig;
+pub use group_commit::handoff::Offered;
 pub use http_agent::HttpAgent;
 pub use jobs::{ClientConfig, HandlerDefaults, JobClient, JobOptions};
 pub use outbound::{Outbound, OutboundConfig};

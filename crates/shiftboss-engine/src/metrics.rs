@@ -37,6 +37,8 @@ pub struct Metrics {
     /// Tasks submitted through the group commit, and the transactions that wrote them.
     pub submitted: AtomicU64,
     pub submit_batches: AtomicU64,
+    /// Steps claimed for remote workers' waiting polls in those transactions (the handoff).
+    pub handed_off: AtomicU64,
     /// Remote workers' replies written through the group commit, and the batches that wrote them.
     pub remote_replies: AtomicU64,
     pub remote_reply_batches: AtomicU64,
@@ -67,6 +69,9 @@ pub struct MetricsSnapshot {
     pub sweep_micros: u64,
     pub submitted: u64,
     pub submit_batches: u64,
+    pub handed_off: u64,
+    /// Remote workers' polls whose claim is offered to the next submissions (filled by `Engine::metrics`).
+    pub polls_waiting: u64,
     pub remote_replies: u64,
     pub remote_reply_batches: u64,
     pub slot_limit: u64,
@@ -104,6 +109,8 @@ impl Metrics {
             sweep_micros: g(&self.sweep_micros),
             submitted: g(&self.submitted),
             submit_batches: g(&self.submit_batches),
+            handed_off: g(&self.handed_off),
+            polls_waiting: 0,
             remote_replies: g(&self.remote_replies),
             remote_reply_batches: g(&self.remote_reply_batches),
             slot_limit: g(&self.slot_limit),

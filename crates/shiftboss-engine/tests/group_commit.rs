@@ -11,7 +11,7 @@ use shiftboss_core::InstanceId;
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_engine::{Engine, EngineConfig, EngineError, SubmitConfig};
 use shiftboss_sqlite::{OpenOptions, SqliteStore};
-use shiftboss_store::{ClaimDueSteps, Reply, ReplyOutcome, ReplyResult, Store, StoreError, SubmitTask};
+use shiftboss_store::{AgentLimit, ClaimDueSteps, Reply, ReplyOutcome, ReplyResult, Store, StoreError, SubmitTask};
 use std::sync::Arc;
 
 fn task(key: &str, input: serde_json::Value) -> SubmitTask {
@@ -148,4 +148,49 @@ async fn concurrent_replies_share_transactions_and_keep_their_own_outcomes() {
         let t = store.get_task(s.task_id).await.unwrap().unwrap();
         assert_eq!(t.task.state, shiftboss_core::TaskState::Completed, "{t:?}");
     }
+}
+
+const TEN_S: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The handoff: a waiting poll's claim offered to the engine runs in the next submissions'
+/// transaction and hands over what it took.
+#[tokio::test]
+async fn a_waiting_claim_rides_with_the_next_submissions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, store) = engine(&dir, 1).await;
+    let claim = |who: &str, limit| ClaimDueSteps {
+        instance: InstanceId::new(who).unwrap(),
+        limit,
+        agents: vec!["svc".into()],
+        buckets: None,
+        domains: vec![],
+        limits: vec![],
+    };
+    let mut first = engine.offer_claim(&claim("worker:a", 1)).expect("submissions are grouped");
+    let mut second = engine.offer_claim(&claim("worker:b", 5)).expect("submissions are grouped");
+    assert_eq!(engine.metrics().polls_waiting, 2);
+
+    // One writer takes the oldest offer of a set of agent types; the other waits for the next.
+    let s1 = engine.submit(task("h-1", json!({}))).await.unwrap();
+    let got = tokio::time::timeout(TEN_S, first.handed()).await.expect("the first offer was answered");
+    assert_eq!(got.iter().map(|s| (s.task_id, s.attempt)).collect::<Vec<_>>(), [(s1.task_id, 1)]);
+    assert_eq!((engine.metrics().handed_off, engine.metrics().polls_waiting), (1, 1));
+    let step = store.get_task(s1.task_id).await.unwrap().unwrap().steps.remove(0);
+    assert_eq!((step.locked_by.as_deref(), step.lease_token), (Some("worker:a"), got[0].lease_token));
+
+    let s2 = join_all([engine.submit(task("h-2", json!({}))), engine.submit(task("h-3", json!({})))]).await;
+    let got = tokio::time::timeout(TEN_S, second.handed()).await.expect("the second offer was answered");
+    let mut got: Vec<_> = got.into_iter().map(|s| s.task_id).collect();
+    got.sort();
+    assert_eq!(got, [s2[0].as_ref().unwrap().task_id, s2[1].as_ref().unwrap().task_id]);
+    assert_eq!((engine.metrics().handed_off, engine.metrics().polls_waiting), (3, 0));
+
+    // A limited agent type's claim is not offered: it locks the limits' rows.
+    let mut limited = claim("worker:c", 1);
+    limited.limits = vec![AgentLimit { agent: "svc".into(), max_concurrent: Some(2), per_second: None }];
+    assert!(engine.offer_claim(&limited).is_none());
+    // Nor with submissions written each alone.
+    let dir = tempfile::tempdir().unwrap();
+    let (alone, _store) = crate::engine(&dir, 0).await;
+    assert!(alone.offer_claim(&claim("worker:d", 1)).is_none());
 }

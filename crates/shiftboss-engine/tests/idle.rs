@@ -65,6 +65,15 @@ impl Store for Counting {
         self.inner.submit_task(p).await
     }
 
+    async fn submit_tasks_and_claim(
+        &self,
+        tasks: Vec<SubmitTask>,
+        claims: Vec<ClaimDueSteps>,
+    ) -> Result<SubmittedAndClaimed> {
+        self.count("submit_tasks_and_claim");
+        self.inner.submit_tasks_and_claim(tasks, claims).await
+    }
+
     async fn submit_tasks(&self, tasks: Vec<SubmitTask>) -> Result<Vec<Submitted>> {
         self.count("submit_tasks");
         self.inner.submit_tasks(tasks).await

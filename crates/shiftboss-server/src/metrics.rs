@@ -22,6 +22,7 @@ pub struct ApiMetrics {
     backlog_due: prometheus::Gauge,
     leader_term: IntGauge,
     slot_limit: IntGauge,
+    polls_waiting: IntGauge,
     leading: IntGauge,
     sweeps: IntCounterVec,
     submissions: IntCounterVec,
@@ -104,6 +105,10 @@ impl ApiMetrics {
             "scheduler_slot_limit",
             "Steps this process's scheduler may run at once now: it adapts between min_concurrency and concurrency (0: no scheduler).",
         )?;
+        let polls_waiting = IntGauge::new(
+            "remote_polls_waiting",
+            "Remote workers' polls waiting for work whose claim rides with the next submissions' transaction (the handoff).",
+        )?;
         let sweeps = IntCounterVec::new(
             Opts::new(
                 "supervisor_sweeps_total",
@@ -114,7 +119,7 @@ impl ApiMetrics {
         let submissions = IntCounterVec::new(
             Opts::new(
                 "submissions_total",
-                "Single task submissions this process wrote by group commit (tasks), and the transactions that wrote them.",
+                "Single task submissions this process wrote by group commit (tasks), the transactions that wrote them, and the steps those transactions claimed for remote workers' waiting polls (handed_off).",
             ),
             &["measure"],
         )?;
@@ -145,6 +150,7 @@ impl ApiMetrics {
             Box::new(leader_term.clone()),
             Box::new(leading.clone()),
             Box::new(slot_limit.clone()),
+            Box::new(polls_waiting.clone()),
             Box::new(sweeps.clone()),
             Box::new(submissions.clone()),
             Box::new(deliveries.clone()),
@@ -166,6 +172,7 @@ impl ApiMetrics {
             leader_term,
             leading,
             slot_limit,
+            polls_waiting,
             sweeps,
             submissions,
             deliveries,
@@ -195,7 +202,9 @@ impl ApiMetrics {
         sweeps.inc_by(engine.sweeps.saturating_sub(sweeps.get()));
         let micros = self.sweeps.with_label_values(&["microseconds"]);
         micros.inc_by(engine.sweep_micros.saturating_sub(micros.get()));
-        for (measure, value) in [("tasks", engine.submitted), ("transactions", engine.submit_batches)] {
+        let submissions =
+            [("tasks", engine.submitted), ("transactions", engine.submit_batches), ("handed_off", engine.handed_off)];
+        for (measure, value) in submissions {
             let c = self.submissions.with_label_values(&[measure]);
             c.inc_by(value.saturating_sub(c.get()));
         }
@@ -208,6 +217,7 @@ impl ApiMetrics {
         self.leader_term.set(i64::try_from(engine.leader_term).unwrap_or(i64::MAX));
         self.leading.set(i64::from(engine.leader_term > 0));
         self.slot_limit.set(i64::try_from(engine.slot_limit).unwrap_or(i64::MAX));
+        self.polls_waiting.set(i64::try_from(engine.polls_waiting).unwrap_or(i64::MAX));
         self.store_up.set(i64::from(store.is_some()));
         if let Some(StoreCounts { tasks, queues, backlog }) = store {
             self.backlog.with_label_values(&["pending"]).set(count(backlog.pending));

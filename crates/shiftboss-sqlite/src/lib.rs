@@ -225,6 +225,20 @@ impl Store for SqliteStore {
         self.write(move |t| submit::submit_many(t, &tasks)).await
     }
 
+    async fn submit_tasks_and_claim(
+        &self,
+        tasks: Vec<SubmitTask>,
+        claims: Vec<ClaimDueSteps>,
+    ) -> Result<SubmittedAndClaimed> {
+        validate_batch(&tasks)?;
+        self.write(move |t| {
+            let submitted = submit::submit_many(t, &tasks)?;
+            let claimed = claims.iter().map(|c| claim::claim_due_steps(t, c)).collect::<Result<_>>()?;
+            Ok(SubmittedAndClaimed { submitted, claimed })
+        })
+        .await
+    }
+
     async fn claim_due_work(&self, p: ClaimDueSteps) -> Result<ClaimedWork> {
         self.write(move |t| {
             let steps = claim::claim_due_steps(t, &p)?;

@@ -62,6 +62,10 @@ macro_rules! conformance_suite {
                 an_invalid_task_is_named_by_its_index_and_nothing_is_written,
                 a_batch_of_control_steps_runs_to_the_end,
             }
+            handoff {
+                claims_after_the_submissions_take_their_steps_as_a_claim_does,
+                a_refused_batch_claims_nothing,
+            }
             register {
                 same_definition_twice_is_unchanged,
                 same_version_with_other_content_conflicts,

@@ -80,6 +80,18 @@ pub trait Store: Send + Sync + 'static {
     /// (its key, input, workflow) is `InvalidInput` naming its index. At most `MAX_SUBMIT_BATCH`.
     async fn submit_tasks(&self, tasks: Vec<SubmitTask>) -> Result<Vec<Submitted>>;
 
+    /// Submits tasks as `submit_tasks` does, then runs each of `claims` in the same transaction,
+    /// after the submissions, as `claim_due_work` would (without a next due time): the handoff of
+    /// new steps to remote workers' waiting polls, which get what the submissions made due (or
+    /// anything else due for them, highest priority first) with the submissions' own commit
+    /// instead of in a claim of their own after it. All or nothing, as `submit_tasks`: an error
+    /// writes nothing and claims nothing.
+    async fn submit_tasks_and_claim(
+        &self,
+        tasks: Vec<SubmitTask>,
+        claims: Vec<ClaimDueSteps>,
+    ) -> Result<SubmittedAndClaimed>;
+
     /// Claims due Pending steps for one instance (P14), and in the same transaction, when the claim
     /// came up short, the next due time of a step it could claim later (see
     /// [`ClaimedWork::next_due`]): an idle scheduler sleeps until then instead of polling. Which

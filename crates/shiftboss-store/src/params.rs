@@ -302,6 +302,14 @@ pub struct ExpiryReport {
     pub gave_up: u32,
 }
 
+/// What [`crate::Store::submit_tasks_and_claim`] did: the submissions, as `submit_tasks` answers
+/// them, and what each claim took, in the order of the claims.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubmittedAndClaimed {
+    pub submitted: Vec<Submitted>,
+    pub claimed: Vec<Vec<ClaimedStep>>,
+}
+
 /// What a claim took, and when this claimer should look again if nothing wakes it sooner.
 #[derive(Debug, Clone)]
 pub struct ClaimedWork {

@@ -124,6 +124,13 @@ impl Store for Patient {
     async fn submit_tasks(&self, tasks: Vec<SubmitTask>) -> Result<Vec<Submitted>> {
         patiently!(self, "submitting tasks", self.inner.submit_tasks(tasks.clone()))
     }
+    async fn submit_tasks_and_claim(
+        &self,
+        tasks: Vec<SubmitTask>,
+        claims: Vec<ClaimDueSteps>,
+    ) -> Result<SubmittedAndClaimed> {
+        patiently!(self, "submitting tasks", self.inner.submit_tasks_and_claim(tasks.clone(), claims.clone()))
+    }
     async fn claim_due_work(&self, p: ClaimDueSteps) -> Result<ClaimedWork> {
         patiently!(self, "claiming steps", self.inner.claim_due_work(p.clone()))
     }

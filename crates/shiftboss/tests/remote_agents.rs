@@ -30,6 +30,11 @@ async fn started(db: &str, logs: &Path) -> (ServeProc, Api) {
 // ---------------------------------------------------------------------------------------------
 // The protocol by hand
 
+async fn metrics(api: &Api) -> String {
+    let res = api.http.get(format!("{}/metrics", api.base)).bearer_auth(&api.token).send().await.unwrap();
+    res.text().await.unwrap()
+}
+
 async fn long_poll_is_woken_by_a_submission(db: String, logs: &Path) {
     let (_p, api) = started(&db, logs).await;
     api.register("30s", None).await;
@@ -44,9 +49,14 @@ async fn long_poll_is_woken_by_a_submission(db: String, logs: &Path) {
             (res.status(), res.json::<Value>().await.unwrap(), Instant::now())
         })
     };
-    // The poll records its worker before it claims and waits: once listed, the poll is under way.
+    // The poll records its worker before it claims and waits: once listed, the poll is under way;
+    // once counted as waiting, its claim rides with the next submission (the handoff).
     wait_for("the waiting worker is listed", Duration::from_secs(10), || async {
         api.workers_of().await.contains(&"waiter".to_owned())
+    })
+    .await;
+    wait_for("the poll waits", Duration::from_secs(10), || async {
+        metrics(&api).await.contains("shiftboss_remote_polls_waiting 1\n")
     })
     .await;
     let submitted = Instant::now();
@@ -63,6 +73,10 @@ async fn long_poll_is_woken_by_a_submission(db: String, logs: &Path) {
     let left = step["seconds_left"].as_f64().unwrap();
     assert!(left > 25.0 && left <= 30.0, "{v}");
     assert!(step["complete_by"].as_str().is_some_and(|t| t.ends_with('Z')), "{v}");
+    // It was handed to the waiting poll by the submission's own transaction, not claimed after it.
+    let metrics = metrics(&api).await;
+    assert!(metrics.contains("shiftboss_remote_polls_waiting 0\n"), "{metrics}");
+    assert!(metrics.contains("shiftboss_submissions_total{measure=\"handed_off\"} 1\n"), "{metrics}");
 
     // Complete it; the same reply again is acknowledged and changes nothing.
     let path = format!("/v1/agents/steps/{}/complete", step["step_id"].as_str().unwrap());

@@ -9,6 +9,7 @@
 //! the next one gathers. Nobody waits for a batch to fill: a lone write goes at once, alone.
 //! Each write keeps its own outcome (see [`submissions`] and [`replies`] for how).
 
+pub mod handoff;
 pub(crate) mod replies;
 pub(crate) mod submissions;
 

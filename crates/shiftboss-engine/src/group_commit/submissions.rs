@@ -3,13 +3,21 @@
 //! one task at a time, and each caller gets its own answer; when the store is out of reach, every
 //! caller of the batch gets that error, as it would have alone. `Engine::submit` checks each task
 //! before it joins a queue, so that a bad one cannot send its batch the slow way.
+//!
+//! When remote workers' polls wait, the batch's transaction also runs their claims after the
+//! submissions (see [`super::handoff`]).
 
 use super::BatchWrite;
+use super::handoff::{Handoff, Offer};
 use crate::metrics::Metrics;
 use async_trait::async_trait;
 use shiftboss_store::{Store, StoreError, SubmitTask, Submitted};
+use std::sync::Arc;
 
-pub(crate) struct Submissions;
+pub(crate) struct Submissions {
+    pub(crate) handoff: Arc<Handoff>,
+    pub(crate) metrics: Arc<Metrics>,
+}
 
 #[async_trait]
 impl BatchWrite for Submissions {
@@ -17,11 +25,15 @@ impl BatchWrite for Submissions {
     type Out = Submitted;
 
     async fn write(&self, store: &dyn Store, mut batch: Vec<SubmitTask>) -> Vec<Result<Submitted, StoreError>> {
-        if batch.len() == 1 {
-            return vec![store.submit_task(batch.remove(0)).await];
-        }
-        match store.submit_tasks(batch.clone()).await {
+        let offers = self.handoff.take();
+        let written = match offers.is_empty() {
+            true if batch.len() == 1 => return vec![store.submit_task(batch.remove(0)).await],
+            true => store.submit_tasks(batch.clone()).await,
+            false => with_claims(store, batch.clone(), offers, &self.metrics).await,
+        };
+        match written {
             Ok(done) => done.into_iter().map(Ok).collect(),
+            // One task's refusal: each on its own, for its own answer.
             Err(StoreError::Conflict(_) | StoreError::InvalidInput(_) | StoreError::NotFound { .. }) => {
                 let mut out = Vec::with_capacity(batch.len());
                 for task in batch {
@@ -36,5 +48,34 @@ impl BatchWrite for Submissions {
     fn count(&self, metrics: &Metrics, n: usize) {
         Metrics::add(&metrics.submit_batches, 1);
         Metrics::add(&metrics.submitted, n as u64);
+    }
+}
+
+/// The batch with the waiting polls' claims after it, each poll answered with what its claim
+/// took (nothing when the transaction failed: the poll then claims on its own).
+async fn with_claims(
+    store: &dyn Store,
+    batch: Vec<SubmitTask>,
+    offers: Vec<Offer>,
+    metrics: &Metrics,
+) -> Result<Vec<Submitted>, StoreError> {
+    let claims = offers.iter().map(|o| o.claim.clone()).collect();
+    match store.submit_tasks_and_claim(batch, claims).await {
+        Ok(done) => {
+            let handed: usize = done.claimed.iter().map(Vec::len).sum();
+            Metrics::add(&metrics.handed_off, handed as u64);
+            for (offer, steps) in
+                offers.into_iter().zip(done.claimed.into_iter().chain(std::iter::repeat_with(Vec::new)))
+            {
+                offer.answer(steps);
+            }
+            Ok(done.submitted)
+        }
+        Err(e) => {
+            for offer in offers {
+                offer.answer(Vec::new());
+            }
+            Err(e)
+        }
     }
 }

@@ -247,10 +247,15 @@ pub async fn run(a: RemoteArgs) -> anyhow::Result<Value> {
     let drain_s = (drained_at - t0).as_secs_f64();
 
     let every = Duration::from_millis(a.pickup_every_ms.max(1));
+    // The submission's own call, timed beside the pickup it starts: what of the pickup is the
+    // submission's (its answer and the worker's step leave the server at about the same time).
+    let mut submits = Vec::with_capacity(a.pickups as usize);
     for n in 0..a.pickups {
         let input = json!({"submitted_us": now_us()});
+        let sent = std::time::Instant::now();
         api.post("/v1/tasks", &json!({"key": format!("{run}-pickup-{n}"), "workflow": "bench-remote", "input": input}))
             .await?;
+        submits.push(sent.elapsed().as_secs_f64() * 1000.0);
         tokio::time::sleep(every).await;
     }
     api.wait_completed(before + u64::from(a.steps + a.pickups), give_up).await?;
@@ -276,6 +281,6 @@ pub async fn run(a: RemoteArgs) -> anyhow::Result<Value> {
         "workload": "remote_workers", "protocol": format!("{:?}", a.protocol).to_lowercase(),
         "steps": a.steps, "workers": a.workers, "concurrency": a.concurrency,
         "drain_s": round3(drain_s), "steps_per_s": round3(f64::from(a.steps) / drain_s),
-        "pickup": summary(pickups),
+        "pickup": summary(pickups), "submit": summary(submits),
     }))
 }

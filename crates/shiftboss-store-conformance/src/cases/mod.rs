@@ -12,6 +12,7 @@ pub mod control;
 pub mod cursors;
 pub mod expire;
 pub mod fencing;
+pub mod handoff;
 pub mod jobs;
 pub mod leader;
 pub mod next;

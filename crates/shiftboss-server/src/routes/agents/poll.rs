@@ -22,6 +22,9 @@ const TIMEOUT_MARGIN: Duration = Duration::from_secs(5);
 pub const MAX_CAPACITY: u32 = 1000;
 /// The most agent types, and domains, one poll names.
 const MAX_NAMES: usize = 64;
+/// How long past its wait a poll waits for the submissions' transaction that took its offer
+/// (see `shiftboss_engine::group_commit::handoff`); within `TIMEOUT_MARGIN`.
+const HANDOFF_GRACE: Duration = Duration::from_secs(2);
 /// With a store that cannot ring: how often a waiting poll claims again.
 const UNRUNG_POLL: Duration = Duration::from_millis(250);
 
@@ -116,18 +119,38 @@ pub(crate) async fn claim_waiting(
         if !live {
             until = until.min(now + UNRUNG_POLL);
         }
-        match rings.as_mut() {
-            Some(r) => {
-                tokio::select! {
-                    changed = r.changed() => {
-                        if changed.is_err() {
-                            sleep_until(until).await;
-                        }
-                    }
-                    _ = sleep_until(until) => {}
-                }
+        // While it waits, the claim rides with the next submissions' commit (the handoff).
+        let mut offer = state.engine.offer_claim(&claim);
+        let handed = async {
+            match offer.as_mut() {
+                Some(o) => o.handed().await,
+                None => std::future::pending().await,
             }
-            None => sleep_until(until).await,
+        };
+        let rung = async {
+            match rings.as_mut() {
+                Some(r) => {
+                    if r.changed().await.is_err() {
+                        sleep_until(until).await;
+                    }
+                }
+                None => sleep_until(until).await,
+            }
+        };
+        let steps = tokio::select! {
+            steps = handed => steps,
+            () = rung => Vec::new(),
+            () = sleep_until(until) => Vec::new(),
+        };
+        if !steps.is_empty() {
+            return Ok(steps);
+        }
+        // Woken otherwise: the offer is taken back, or, if a writer has it, its steps awaited.
+        if let Some(o) = offer {
+            let steps = o.withdraw(deadline + HANDOFF_GRACE).await;
+            if !steps.is_empty() {
+                return Ok(steps);
+            }
         }
     }
 }
