@@ -57,6 +57,12 @@ pub fn check_worker_id(id: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// The instance a remote worker's claims are held under, `worker:<id>`, for a valid worker id.
+pub fn worker_instance(id: &str) -> Result<shiftboss_core::InstanceId, StoreError> {
+    check_worker_id(id)?;
+    shiftboss_core::InstanceId::new(format!("worker:{id}")).map_err(|e| StoreError::InvalidInput(e.to_string()))
+}
+
 /// A worker as the registry holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentWorker {

@@ -87,6 +87,9 @@ enum Command {
     /// Act on steps.
     #[command(subcommand)]
     Steps(commands::steps::StepsCommand),
+    /// Remote workers: which were seen polling (list), and taking back what one held (release).
+    #[command(subcommand)]
+    Workers(commands::workers::WorkersCommand),
     /// Retry jobs: enqueue, list, show, search history, resubmit.
     #[command(subcommand)]
     Jobs(commands::jobs::JobsCommand),
@@ -123,6 +126,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         Command::Workflows(c) => c.run(&direct()).await.map(|()| true),
         Command::Tasks(c) => c.run(&direct()).await.map(|()| true),
         Command::Steps(c) => c.run(&direct()).await.map(|()| true),
+        Command::Workers(c) => c.run(&direct()).await.map(|()| true),
         Command::Jobs(c) => c.run(&direct()).await.map(|()| true),
         Command::Subscriptions(c) => c.run(&direct()).await.map(|()| true),
         Command::Deliveries(c) => c.run(&direct()).await.map(|()| true),
@@ -147,6 +151,7 @@ async fn run_remote(cli: Cli, url: &str) -> anyhow::Result<bool> {
         Command::Workflows(c) => c.run(&api()?).await.map(|()| true),
         Command::Tasks(c) => c.run(&api()?).await.map(|()| true),
         Command::Steps(c) => c.run(&api()?).await.map(|()| true),
+        Command::Workers(c) => c.run(&api()?).await.map(|()| true),
         Command::Jobs(c) => c.run(&api()?).await.map(|()| true),
         Command::Subscriptions(c) => c.run(&api()?).await.map(|()| true),
         Command::Deliveries(c) => c.run(&api()?).await.map(|()| true),

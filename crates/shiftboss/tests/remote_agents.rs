@@ -3,7 +3,8 @@
 //! priority, heartbeats past the first complete-by, a late reply refused after the lease lapsed),
 //! and the Python worker example (`examples/python_worker.py`) finishing tasks, including after a
 //! worker holding steps is SIGKILLed and the supervisor takes its steps back, or the worker starts
-//! again under its id and takes them back itself; a restarted worker's release by hand.
+//! again under its id and takes them back itself; a restarted worker's release by hand, and the
+//! operator's `shiftboss workers list` and `release`, on the store and through the API.
 
 #[macro_use]
 mod common;
@@ -218,6 +219,56 @@ async fn a_late_reply_after_the_lease_lapsed_is_refused(db: String, logs: &Path)
     assert_eq!(api.task(&id).await["state"], "completed");
 }
 
+/// `shiftboss workers list` and `release`, on the store (`--db`) and through the API (`--server`).
+async fn workers_by_the_cli(db: String, logs: &Path) {
+    let (p, api) = started(&db, logs).await;
+    api.register("60s", None).await;
+    for k in ["w-1", "w-2"] {
+        api.submit(k, json!({}), 0).await;
+    }
+    assert_eq!(api.poll("pay/1", 2, 0).await.len(), 2);
+    let cli = |args: &[&str], server: bool| {
+        let mut c = common::bin();
+        match server {
+            true => c.args(["--server", &api.base]).env("SHIFTBOSS_TOKEN", &api.token),
+            false => c.args(["--db", &db]),
+        };
+        let o = c.args(args).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    for server in [false, true] {
+        let (code, out, err) = cli(&["workers", "list"], server);
+        assert_eq!(code, Some(0), "{err}");
+        let row = out.lines().find(|l| l.starts_with(AGENT)).unwrap_or_else(|| panic!("{out}"));
+        assert_eq!(row.split_whitespace().nth(1), Some("pay/1"), "{out}");
+        let (code, out, err) = cli(&["workers", "list", "--json"], server);
+        assert_eq!(code, Some(0), "{err}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["agents"][0]["workers"][0]["worker"], "pay/1", "{v}");
+    }
+    // Through the API: both steps back; then on the store, nothing is left to take.
+    let (code, out, err) = cli(&["workers", "release", "pay/1"], true);
+    assert_eq!((code, out.trim()), (Some(0), "worker pay/1: 2 steps pending again, 0 in error (no try left)"), "{err}");
+    let again = api.poll("pay/2", 2, 0).await;
+    assert_eq!(again.iter().map(|s| s["attempt"].as_u64()).collect::<Vec<_>>(), [Some(2), Some(2)]);
+    let (code, out, err) = cli(&["workers", "release", "pay/2"], false);
+    assert_eq!((code, out.trim()), (Some(0), "worker pay/2: 2 steps pending again, 0 in error (no try left)"), "{err}");
+    let (code, out, err) = cli(&["workers", "release", "pay/1"], false);
+    assert_eq!((code, out.trim()), (Some(0), "worker pay/1: 0 steps pending again, 0 in error (no try left)"), "{err}");
+    // A bad id changes nothing, either way.
+    for server in [false, true] {
+        let (code, _, err) = cli(&["workers", "release", "a b"], server);
+        assert_ne!(code, Some(0));
+        assert!(err.contains("worker id"), "{err}");
+    }
+    assert_eq!(api.poll("pay/3", 2, 0).await.len(), 2, "the steps pay/2 held are due again");
+    drop(p);
+}
+
 async fn a_restarted_worker_takes_back_what_it_held(db: String, logs: &Path) {
     let (_p, api) = started(&db, logs).await;
     // A minute to complete-by: without the release the steps would wait that long.
@@ -393,6 +444,7 @@ on_both_stores!(
 on_both_stores!(heartbeats_keep_a_step_past_its_first_complete_by, heartbeats_on_sqlite, heartbeats_on_postgres);
 on_both_stores!(a_late_reply_after_the_lease_lapsed_is_refused, late_reply_on_sqlite, late_reply_on_postgres);
 on_both_stores!(a_restarted_worker_takes_back_what_it_held, restarted_worker_on_sqlite, restarted_worker_on_postgres);
+on_both_stores!(workers_by_the_cli, workers_cli_on_sqlite, workers_cli_on_postgres);
 on_both_stores!(a_batch_of_replies_answers_each_on_its_own, batch_replies_on_sqlite, batch_replies_on_postgres);
 on_both_stores!(
     the_python_worker_finishes_tasks_and_survives_a_kill,

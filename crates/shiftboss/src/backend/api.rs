@@ -12,6 +12,7 @@ use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{TaskId, Timestamp};
 use shiftboss_engine::JobOptions;
 use shiftboss_server::limits::MAX_PAGE;
+use shiftboss_server::routes::agents::wire::{ReleaseAnswer, WorkersAnswer};
 use shiftboss_server::routes::bulk::{BulkDone, BulkRequest, MAX_BULK};
 use shiftboss_server::routes::jobs::{NewJob, ResubmitRequest, Resubmitted};
 use shiftboss_server::routes::tasks::FilterParams;
@@ -339,5 +340,13 @@ impl Backend for ApiBackend {
             dry_run: p.dry_run,
         };
         Ok(self.api.post(&["v1", "deliveries", "redeliver"], &[], &body).await?)
+    }
+
+    async fn list_workers(&self) -> anyhow::Result<WorkersAnswer> {
+        Ok(self.api.get(&["v1", "agents", "workers"], &[]).await?)
+    }
+
+    async fn release_worker(&self, worker: &str) -> anyhow::Result<ReleaseAnswer> {
+        Ok(self.api.post(&["v1", "agents", "workers", worker, "release"], &[], &serde_json::json!({})).await?)
     }
 }

@@ -23,6 +23,7 @@ use serde_json::Value;
 use shiftboss_core::TaskId;
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_engine::JobOptions;
+use shiftboss_server::routes::agents::wire::{ReleaseAnswer, WorkersAnswer};
 use shiftboss_server::routes::bulk::BulkDone;
 use shiftboss_server::routes::jobs::Resubmitted;
 use shiftboss_server::routes::webhooks::{
@@ -86,6 +87,11 @@ pub trait Backend: Send + Sync {
     /// Deliveries, newest first, at most `q.limit` of them.
     async fn list_deliveries(&self, q: DeliveryQuery) -> anyhow::Result<Vec<DeliveryView>>;
     async fn redeliver(&self, p: Redeliver) -> anyhow::Result<Redelivered>;
+
+    /// The remote workers seen polling, per agent type.
+    async fn list_workers(&self) -> anyhow::Result<WorkersAnswer>;
+    /// Takes back the steps a remote worker holds (see `POST /v1/agents/workers/{id}/release`).
+    async fn release_worker(&self, worker: &str) -> anyhow::Result<ReleaseAnswer>;
 }
 
 /// The message for `--actor` given with `--server`.

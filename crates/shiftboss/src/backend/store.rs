@@ -9,12 +9,13 @@ use serde_json::Value;
 use shiftboss_core::TaskId;
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_engine::{ClientConfig, JobClient, JobOptions};
+use shiftboss_server::routes::agents::wire::{ReleaseAnswer, WorkersAnswer};
 use shiftboss_server::routes::bulk::BulkDone;
 use shiftboss_server::routes::jobs::Resubmitted;
 use shiftboss_server::wire::{Acted, Event, Job, Registered, StepActed, Submitted, Task, TaskView, Workflow};
 use shiftboss_store::{
-    BulkOperate, JobQuery, JobRef, ListTasks, MAX_BULK_TASKS, OperateTask, RegisterOutcome, ResubmitJobs, ResubmitStep,
-    Store, SubmitTask, TaskDetail,
+    BulkOperate, JobQuery, JobRef, ListTasks, MAX_BULK_TASKS, OperateTask, RegisterOutcome, ReleaseInstanceClaims,
+    ResubmitJobs, ResubmitStep, Store, SubmitTask, TaskDetail,
 };
 use std::sync::Arc;
 use tokio::sync::OnceCell;
@@ -209,5 +210,18 @@ impl Backend for StoreBackend {
         let dry_run = p.dry_run;
         let r = self.store(false).await?.redeliver(p).await?;
         Ok(shiftboss_server::routes::webhooks::Redelivered { ids: r.ids.iter().map(i64::to_string).collect(), dry_run })
+    }
+
+    async fn list_workers(&self) -> anyhow::Result<WorkersAnswer> {
+        let store = self.store(false).await?;
+        let rows = store.list_agent_workers().await?;
+        Ok(WorkersAnswer::from_rows(rows, store.now().await?))
+    }
+
+    async fn release_worker(&self, worker: &str) -> anyhow::Result<ReleaseAnswer> {
+        let instance = shiftboss_store::worker_instance(worker)?;
+        // `serve` runs with the default policies (the library's embedders may set others).
+        let p = ReleaseInstanceClaims { instance, policies: Default::default() };
+        Ok(self.store(false).await?.release_instance_claims(p).await?.into())
     }
 }

@@ -10,6 +10,7 @@ pub mod steps;
 pub mod tasks;
 pub mod tokens;
 pub mod webhooks;
+pub mod workers;
 pub mod workflows;
 
 /// Who an operator action is recorded as: `--actor`, else the login name.

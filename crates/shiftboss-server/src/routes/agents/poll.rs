@@ -8,7 +8,7 @@ use crate::json::Json;
 use crate::state::AppState;
 use axum::extract::State;
 use shiftboss_core::InstanceId;
-use shiftboss_store::{ClaimDueSteps, ClaimedStep, Store, check_worker_id};
+use shiftboss_store::{ClaimDueSteps, ClaimedStep, Store};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::{Instant, sleep_until};
@@ -188,8 +188,7 @@ fn check(state: &AppState, p: &PollRequest) -> Result<InstanceId, ApiError> {
 
 /// The instance a worker's claims are held under, `worker:<id>`; 422 for a bad id.
 pub(crate) fn worker_instance(worker: &str) -> Result<InstanceId, ApiError> {
-    check_worker_id(worker).map_err(|e| ApiError::invalid(format!("worker: {e}")))?;
-    InstanceId::new(format!("worker:{worker}")).map_err(|e| ApiError::invalid(format!("worker: {e}")))
+    shiftboss_store::worker_instance(worker).map_err(|e| ApiError::invalid(format!("worker: {e}")))
 }
 
 /// 422 `agent_not_remote` unless the engine declares this agent type remote: a worker can never

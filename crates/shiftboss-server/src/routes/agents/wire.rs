@@ -139,6 +139,26 @@ pub struct WorkersAnswer {
     pub agents: Vec<AgentWorkers>,
 }
 
+impl WorkersAnswer {
+    /// The registry's rows (ordered by agent type) grouped by agent type, ages by the store's `now`.
+    pub fn from_rows(rows: Vec<shiftboss_store::AgentWorker>, now: shiftboss_core::Timestamp) -> WorkersAnswer {
+        let mut agents: Vec<AgentWorkers> = Vec::new();
+        for r in rows {
+            let w = WorkerSeenAt {
+                worker: r.worker,
+                first_seen_at: crate::wire::time(r.first_seen_at),
+                last_seen_at: crate::wire::time(r.last_seen_at),
+                seconds_since: now.since(r.last_seen_at).as_secs_f64(),
+            };
+            match agents.last_mut() {
+                Some(a) if a.agent == r.agent => a.workers.push(w),
+                _ => agents.push(AgentWorkers { agent: r.agent, workers: vec![w] }),
+            }
+        }
+        WorkersAnswer { agents }
+    }
+}
+
 /// One agent type's workers.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AgentWorkers {
@@ -219,4 +239,10 @@ pub struct ReleaseAnswer {
     pub returned: u32,
     /// Steps whose retry policy had no try left (or whose total timeout had passed): in Error.
     pub gave_up: u32,
+}
+
+impl From<shiftboss_store::ExpiryReport> for ReleaseAnswer {
+    fn from(r: shiftboss_store::ExpiryReport) -> ReleaseAnswer {
+        ReleaseAnswer { returned: r.retried, gave_up: r.gave_up }
+    }
 }

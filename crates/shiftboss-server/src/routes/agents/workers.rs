@@ -2,11 +2,10 @@
 //! process answers the same. And a restarted worker's release of the steps it held before.
 
 use super::poll::worker_instance;
-use super::wire::{AgentWorkers, ReleaseAnswer, WorkerSeenAt, WorkersAnswer};
+use super::wire::{ReleaseAnswer, WorkersAnswer};
 use crate::error::{ApiError, Problem};
 use crate::json::Json;
 use crate::state::AppState;
-use crate::wire::time;
 use axum::extract::{Path, State};
 use shiftboss_store::ReleaseInstanceClaims;
 
@@ -18,20 +17,7 @@ use shiftboss_store::ReleaseInstanceClaims;
 pub async fn list_workers(State(state): State<AppState>) -> Result<Json<WorkersAnswer>, ApiError> {
     let rows = state.store().list_agent_workers().await?;
     let now = state.store().now().await?;
-    let mut agents: Vec<AgentWorkers> = Vec::new();
-    for r in rows {
-        let w = WorkerSeenAt {
-            worker: r.worker,
-            first_seen_at: time(r.first_seen_at),
-            last_seen_at: time(r.last_seen_at),
-            seconds_since: now.since(r.last_seen_at).as_secs_f64(),
-        };
-        match agents.last_mut() {
-            Some(a) if a.agent == r.agent => a.workers.push(w),
-            _ => agents.push(AgentWorkers { agent: r.agent, workers: vec![w] }),
-        }
-    }
-    Ok(Json(WorkersAnswer { agents }))
+    Ok(Json(WorkersAnswer::from_rows(rows, now)))
 }
 
 /// Takes back the steps a worker holds, as a restarted scheduler takes back its own (P9): a worker
@@ -56,5 +42,5 @@ pub async fn release_worker(
     if r.retried + r.gave_up > 0 {
         tracing::info!(%worker, returned = r.retried, gave_up = r.gave_up, "released the steps a restarted worker held");
     }
-    Ok(Json(ReleaseAnswer { returned: r.retried, gave_up: r.gave_up }))
+    Ok(Json(r.into()))
 }
