@@ -85,14 +85,7 @@ impl<S: Store> Harness<S> {
     }
 
     pub async fn claim(&self, instance: &str, agents: &[&str], limit: u32) -> Vec<ClaimedStep> {
-        let p = ClaimDueSteps {
-            instance: id(instance),
-            limit,
-            agents: agents.iter().map(|a| a.to_string()).collect(),
-            buckets: None,
-            domains: vec![],
-            limits: vec![],
-        };
+        let p = claim_params(instance, agents, limit);
         self.store.claim_due_steps(p).await.unwrap_or_else(|e| panic!("claim for {instance}: {e}"))
     }
 
@@ -168,6 +161,18 @@ impl<S: Store> Harness<S> {
 
 pub fn id(s: &str) -> InstanceId {
     InstanceId::new(s).expect("test instance ids are valid")
+}
+
+/// A claim by `instance` of up to `limit` steps of `agents`: every bucket, no domain, no limits.
+pub fn claim_params(instance: &str, agents: &[&str], limit: u32) -> ClaimDueSteps {
+    ClaimDueSteps {
+        instance: id(instance),
+        limit,
+        agents: agents.iter().map(|a| a.to_string()).collect(),
+        buckets: None,
+        domains: vec![],
+        limits: vec![],
+    }
 }
 
 pub fn submit_params(key: &str, workflow: &str, priority: i32) -> SubmitTask {

@@ -6,18 +6,7 @@ use crate::Fixture;
 use crate::support::*;
 use serde_json::json;
 use shiftboss_core::{StepState, TaskState};
-use shiftboss_store::{AgentLimit, ClaimDueSteps, ReplyOutcome, Store, StoreError, event_kind as ev};
-
-fn claim(instance: &str, agents: &[&str], limit: u32) -> ClaimDueSteps {
-    ClaimDueSteps {
-        instance: id(instance),
-        limit,
-        agents: agents.iter().map(|a| a.to_string()).collect(),
-        buckets: None,
-        domains: vec![],
-        limits: vec![],
-    }
-}
+use shiftboss_store::{AgentLimit, ReplyOutcome, Store, StoreError, event_kind as ev};
 
 pub async fn claims_after_the_submissions_take_their_steps_as_a_claim_does<F: Fixture>(f: F) {
     let h = Harness::open(&f).await;
@@ -32,13 +21,13 @@ pub async fn claims_after_the_submissions_take_their_steps_as_a_claim_does<F: Fi
     assert_eq!(running.len(), 1);
     h.advance(ms(1));
 
-    let mut limited = claim("worker:c", &["slow"], 5);
+    let mut limited = claim_params("worker:c", &["slow"], 5);
     limited.limits = vec![AgentLimit { agent: "slow".into(), max_concurrent: Some(1), per_second: None }];
     let claims = vec![
-        claim("worker:a", &[WORKER], 1),
-        claim("worker:b", &["elsewhere"], 5),
+        claim_params("worker:a", &[WORKER], 1),
+        claim_params("worker:b", &["elsewhere"], 5),
         limited,
-        claim("worker:d", &[WORKER], 5),
+        claim_params("worker:d", &[WORKER], 5),
     ];
     let batch = vec![submit_params("new", "one", 3), submit_params("slow-2", "limited", 0)];
     let got = h.store.submit_tasks_and_claim(batch, claims).await.expect("submit and claim");
@@ -86,7 +75,7 @@ pub async fn a_refused_batch_claims_nothing<F: Fixture>(f: F) {
     let mut other_input = submit_params("existing", "one", 0);
     other_input.input = json!({"something": "else"});
     let batch = vec![submit_params("new", "one", 0), other_input];
-    match h.store.submit_tasks_and_claim(batch, vec![claim("worker:a", &[WORKER], 5)]).await {
+    match h.store.submit_tasks_and_claim(batch, vec![claim_params("worker:a", &[WORKER], 5)]).await {
         Err(StoreError::Conflict(m)) => assert!(m.contains("existing"), "{m}"),
         other => panic!("want Conflict, got {other:?}"),
     }
