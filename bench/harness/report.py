@@ -13,6 +13,13 @@ def _lat(d):
     return f"{lat['p50_ms']:.2f} / {lat['p99_ms']:.2f} / {lat['max_ms']:.2f}"
 
 
+def _summary(d):
+    """A latency summary as the lab prints it (p50_ms, p99_ms, max_ms at its top level)."""
+    if not d or d.get("p50_ms") is None:
+        return "-"
+    return f"{d['p50_ms']:.2f} / {d['p99_ms']:.2f} / {d['max_ms']:.2f}"
+
+
 def _g(d, *path):
     for p in path:
         if not isinstance(d, dict) or d.get(p) is None:
@@ -130,7 +137,9 @@ def write(r, path, plot_name):
     for w in (1, 4):
         both(f"remote workers x{w} (Rust client, batch polls): steps/s",
              lambda s, w=w: _f(_g(s, f"remote_{w}", "steps_per_s")))
-        both(f"  pickup of a waiting long poll, p50 / p99 / max ms (x{w})", lambda s, w=w: _lat(_g(s, f"remote_{w}", "pickup")))
+        both(f"  pickup of a waiting long poll, p50 / p99 / max ms (x{w})", lambda s, w=w: _summary(_g(s, f"remote_{w}", "pickup")))
+        both(f"  its submission's own POST /v1/tasks, p50 / p99 / max ms (x{w})",
+             lambda s, w=w: _summary(_g(s, f"remote_{w}", "submit")))
         both(f"Conductor-API workers x{w} (batch poll, an update per task): steps/s",
              lambda s, w=w: _f(_g(s, f"remote_conductor_{w}", "steps_per_s")))
     rec = _g(r, "postgres", "recovery") or _g(r, "sqlite", "recovery") or {}
