@@ -357,14 +357,15 @@ impl Engine {
 
     /// Offers a remote worker's waiting poll's claim to the next submissions' transaction, which
     /// runs it after them and hands the claimed steps over after its commit (see
-    /// `group_commit::handoff`). `None` when submissions are not grouped, or when an agent type of
-    /// the claim has a concurrency or rate limit: the poll then claims on its own.
+    /// `group_commit::handoff`). `None` when submissions are not grouped, when the store does not
+    /// hand claims off (`Store::hands_off_claims`), or when an agent type of the claim has a
+    /// concurrency or rate limit: the poll then claims on its own.
     pub fn offer_claim(&self, claim: &ClaimDueSteps) -> Option<Offered> {
         let limited = claim
             .limits
             .iter()
             .any(|l| (l.max_concurrent.is_some() || l.per_second.is_some()) && claim.agents.contains(&l.agent));
-        if limited || self.writers() == 0 {
+        if limited || self.writers() == 0 || !self.inner.store.hands_off_claims() {
             return None;
         }
         Some(self.inner.handoff.offer(claim.clone()))

@@ -76,11 +76,6 @@ static CLAIM_AT_ONCE: LazyLock<String> = LazyLock::new(|| claim_sql(LAZY, &pick_
 static CLAIM_AT_ONCE_FROM_FLOOR: LazyLock<String> =
     LazyLock::new(|| claim_sql(LAZY, &pick_from_floor(), ", NOT EXISTS (SELECT 1 FROM from_floor)"));
 
-/// [`CLAIM`] reading the steps due from `$9` on (the handoff's claim, in a submission's
-/// transaction: see [`claim_after_submission`]).
-static CLAIM_FROM_FLOOR: LazyLock<String> =
-    LazyLock::new(|| claim_sql("", &pick_from_floor(), ", NOT EXISTS (SELECT 1 FROM from_floor)"));
-
 const LAZY: &str = ", set_config('synchronous_commit', 'off', true) AS lazy";
 
 /// Which due steps this claimer may take: its agents, its buckets, and its domains (or any domain
@@ -177,15 +172,13 @@ pub fn claim_from_floor_statement() -> &'static str {
 
 /// Which claim statement runs.
 #[derive(Debug, Clone, Copy)]
-pub enum Statement {
+enum Statement {
     /// [`CLAIM`], in the caller's transaction.
     InTransaction,
     /// [`CLAIM_AT_ONCE`].
     AtOnce,
     /// [`CLAIM_AT_ONCE_FROM_FLOOR`], from this due time.
     AtOnceFrom(Timestamp),
-    /// [`CLAIM_FROM_FLOOR`], from this due time.
-    InTransactionFrom(Timestamp),
 }
 
 impl Statement {
@@ -194,14 +187,13 @@ impl Statement {
             Statement::InTransaction => &CLAIM,
             Statement::AtOnce => &CLAIM_AT_ONCE,
             Statement::AtOnceFrom(_) => &CLAIM_AT_ONCE_FROM_FLOOR,
-            Statement::InTransactionFrom(_) => &CLAIM_FROM_FLOOR,
         }
     }
 }
 
 /// What a claim statement returned: the store's time, the next due time of what it left, and the
 /// steps it claimed.
-pub struct Claimed {
+struct Claimed {
     now: Timestamp,
     /// Whether it read the due steps from the front.
     from_front: bool,
@@ -222,7 +214,7 @@ async fn run_claim(
     let now = now.map(|t| t.0);
     let limit = i64::from(limit);
     let floor = match statement {
-        Statement::AtOnceFrom(floor) | Statement::InTransactionFrom(floor) => Some(floor.0),
+        Statement::AtOnceFrom(floor) => Some(floor.0),
         Statement::InTransaction | Statement::AtOnce => None,
     };
     let instance = p.instance.as_str();
@@ -287,10 +279,10 @@ pub async fn claim_work_at_once(
     Ok(ClaimedWork { steps: claimed.steps, now: claimed.now, next_due: claimed.next_due })
 }
 
-/// Claims in a submission's transaction, after its writes (`Store::submit_tasks_and_claim`), when
-/// an agent of one of them has a limit: the submission's steps and events are inserted first, so
-/// that the claims see the steps and their `step.claimed` events follow the submission's in the
-/// log; then each claim as `claim_due_steps` runs it.
+/// Claims in a submission's transaction, after its writes (`Store::submit_tasks_and_claim`): the
+/// submission's steps and events are inserted first, so that the claims see the steps and their
+/// `step.claimed` events follow the submission's in the log; then each claim as `claim_due_steps`
+/// runs it. (The engine does not hand claims off on this store: `Store::hands_off_claims`.)
 pub async fn claim_after_writes(t: &Tx<'_>, claims: &[ClaimDueSteps]) -> Result<Vec<Vec<ClaimedStep>>, StoreError> {
     t.flush_events().await?;
     let mut claimed = Vec::with_capacity(claims.len());
@@ -298,55 +290,6 @@ pub async fn claim_after_writes(t: &Tx<'_>, claims: &[ClaimDueSteps]) -> Result<
         claimed.push(claim_due_steps(t, p).await?);
     }
     Ok(claimed)
-}
-
-/// Claims sent with a transaction's last statements and its COMMIT, in one round trip
-/// (`Store::submit_tasks_and_claim` when no agent of its claims has a limit): the handoff's
-/// claims cost the submission no round trip of their own. Each starts from the floor of its
-/// shape, as a claim at once does. The statements are prepared beforehand ([`AtCommit::prepare`]):
-/// a send that waited for a prepare would go out after the COMMIT.
-pub struct AtCommit {
-    claims: Vec<(ClaimDueSteps, Statement, claim_floor::Shape)>,
-}
-
-impl AtCommit {
-    pub async fn prepare(t: &Tx<'_>, claims: &[ClaimDueSteps], floors: &ClaimFloors) -> Result<AtCommit, StoreError> {
-        let mut out = Vec::with_capacity(claims.len());
-        for p in claims {
-            let shape = claim_floor::shape(p);
-            let statement = floors.start(&shape).map_or(Statement::InTransaction, Statement::InTransactionFrom);
-            t.prepare(statement.text()).await?;
-            out.push((p.clone(), statement, shape));
-        }
-        Ok(AtCommit { claims: out })
-    }
-
-    /// The claims, each sent at its future's first poll, in their order (`join_all` polls them in
-    /// order); a claim that asks for nothing sends nothing.
-    pub async fn run(&self, t: &Tx<'_>) -> Vec<Result<Option<Claimed>, StoreError>> {
-        let runs = self.claims.iter().map(|(p, statement, _)| async move {
-            if p.limit == 0 || p.agents.is_empty() || p.buckets.as_ref().is_some_and(Vec::is_empty) {
-                return Ok(None);
-            }
-            run_claim(t, p, Some(t.now), &p.agents, p.limit, false, *statement).await.map(Some)
-        });
-        futures_util::future::join_all(runs).await
-    }
-
-    /// What each claim took, once the transaction committed; its floor noted.
-    pub fn took(self, claimed: Vec<Option<Claimed>>, floors: &ClaimFloors) -> Vec<Vec<ClaimedStep>> {
-        self.claims
-            .into_iter()
-            .zip(claimed)
-            .map(|((p, _, shape), c)| match c {
-                Some(c) => {
-                    floors.claimed(shape, c.from_front, c.steps.len() >= p.limit as usize, c.now);
-                    c.steps
-                }
-                None => Vec::new(),
-            })
-            .collect()
-    }
 }
 
 pub async fn claim_due_steps(t: &Tx<'_>, p: &ClaimDueSteps) -> Result<Vec<ClaimedStep>, StoreError> {

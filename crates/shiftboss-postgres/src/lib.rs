@@ -320,27 +320,11 @@ impl PostgresStore {
     }
 
     async fn write_on<T>(&self, c: deadpool_postgres::Object, f: impl AsyncFnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
-        self.write_claiming(c, &[], f).await.map(|(out, _)| out)
-    }
-
-    /// [`Self::write_on`] with `claims` run after `f`, sent with the COMMIT (`claim::AtCommit`).
-    async fn write_claiming<T>(
-        &self,
-        c: deadpool_postgres::Object,
-        claims: &[ClaimDueSteps],
-        f: impl AsyncFnOnce(&Tx<'_>) -> Result<T>,
-    ) -> Result<(T, Vec<Vec<ClaimedStep>>)> {
         let (mut w, now) = begin::WriteConn::begin(c, &self.inner.clock).await?;
         let client = w.client()?;
         let t = Tx::new(Conn::new(client, w.cache()), now, &self.inner.defs);
-        let floors = &self.inner.claim_floors;
-        let body = async {
-            let out = f(&t).await?;
-            let at_commit = claim::AtCommit::prepare(&t, claims, floors).await?;
-            Ok::<_, StoreError>((out, at_commit))
-        };
-        let (out, at_commit) = match body.await {
-            Ok(done) => done,
+        let out = match f(&t).await {
+            Ok(out) => out,
             Err(e) => {
                 drop(t);
                 w.rollback().await;
@@ -358,31 +342,22 @@ impl PostgresStore {
             .await;
             committed
         };
-        // The claims go out before the COMMIT, in the same round trip.
-        let committed = t.finish_with(None, futures_util::future::join(at_commit.run(&t), commit)).await;
+        let committed = t.finish_with(None, commit).await;
         drop(t);
-        let claimed = match committed {
-            Ok((claimed, Ok(()))) => match claimed.into_iter().collect::<Result<Vec<_>>>() {
-                Ok(claimed) => claimed,
-                // A claim failed: the COMMIT behind it rolled the transaction back.
-                Err(e) => {
-                    w.rollback().await;
-                    return Err(e);
-                }
-            },
+        match committed {
+            Ok(Ok(())) => w.ended(),
             // The COMMIT failed, or ran after a failed statement and rolled back: the transaction
             // is over either way.
-            Ok((_, Err(e))) | Err(e) => {
+            Ok(Err(e)) | Err(e) => {
                 w.rollback().await;
                 return Err(e);
             }
-        };
-        w.ended();
+        }
         if ring.is_some() {
             self.inner.own_rings.ring();
         }
         fault::reached(fault::FaultPoint::AfterCommit);
-        Ok((out, at_commit.took(claimed, floors)))
+        Ok(out)
     }
 
     /// Runs `f` in one REPEATABLE READ READ ONLY transaction: every statement sees one snapshot.
@@ -525,19 +500,13 @@ impl Store for PostgresStore {
         claims: Vec<ClaimDueSteps>,
     ) -> Result<SubmittedAndClaimed> {
         validate_batch(&tasks)?;
-        let out = if claims.iter().any(claim::has_limited_agent) {
-            self.write(async |t| {
+        let out = self
+            .write(async |t| {
                 let submitted = submit::submit_many(t, &tasks).await?;
                 let claimed = claim::claim_after_writes(t, &claims).await?;
                 Ok(SubmittedAndClaimed { submitted, claimed })
             })
-            .await?
-        } else {
-            let c = self.inner.pool.get().await.map_err(pool_err)?;
-            let (submitted, claimed) =
-                self.bounded(self.write_claiming(c, &claims, async |t| submit::submit_many(t, &tasks).await)).await?;
-            SubmittedAndClaimed { submitted, claimed }
-        };
+            .await?;
         self.inner.freshness.wrote(out.submitted.len() as u64, &self.inner.pool);
         Ok(out)
     }

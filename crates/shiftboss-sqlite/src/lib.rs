@@ -399,6 +399,12 @@ impl Store for SqliteStore {
         1
     }
 
+    /// Yes: the claim adds microseconds to the submission's transaction, where a claim of its own
+    /// is another turn at the one writer (the pickup went from 2.9 to 2.0-2.1 ms at p50).
+    fn hands_off_claims(&self) -> bool {
+        true
+    }
+
     async fn create_api_token(&self, p: NewApiToken) -> Result<ApiToken> {
         p.validate()?;
         self.write(move |t| tokens::create(t, &p)).await

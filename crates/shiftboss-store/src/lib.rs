@@ -217,6 +217,15 @@ pub trait Store: Send + Sync + 'static {
         4
     }
 
+    /// Whether a remote worker's waiting poll should have its claim run in the next submissions'
+    /// transaction (`submit_tasks_and_claim`, the engine's handoff) rather than claim on its own
+    /// after their commit: where the claim costs the submission's transaction less than it saves
+    /// the poll. Measured on SQLite, yes; on PostgreSQL the claim before the COMMIT delayed the
+    /// submission more than it sped up the pickup (`docs/performance.md`).
+    fn hands_off_claims(&self) -> bool {
+        false
+    }
+
     // What the HTTP API (issue 16) needs: API tokens, task and event paging, bulk actions.
 
     /// Stores a new API token (its secret's hash, never the secret). A live token with the same

@@ -222,6 +222,9 @@ impl Store for Patient {
     fn concurrent_writes(&self) -> usize {
         self.inner.concurrent_writes()
     }
+    fn hands_off_claims(&self) -> bool {
+        self.inner.hands_off_claims()
+    }
     async fn create_api_token(&self, p: NewApiToken) -> Result<ApiToken> {
         patiently!(self, "creating a token", self.inner.create_api_token(p.clone()))
     }

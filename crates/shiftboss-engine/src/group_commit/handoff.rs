@@ -1,7 +1,10 @@
 //! The handoff: a remote worker's poll that waits for work offers its claim to the next
 //! submissions' transaction, which runs it after the submissions (`Store::submit_tasks_and_claim`)
 //! and hands the claimed steps to the poll after its commit. Without it, a new step reached a
-//! waiting poll in two commits: the submission's, then the claim of the poll it rang.
+//! waiting poll in two commits: the submission's, then the claim of the poll it rang. Only on
+//! stores where that pays (`Store::hands_off_claims`: SQLite, where a claim of its own is another
+//! turn at the one writer; on PostgreSQL the claim before the COMMIT delayed the submission more
+//! than it sped the pickup).
 //!
 //! The claim is the store's own claim verb, run in another transaction, not a shortcut: it takes
 //! what is due for the poll's agent types and domains, highest priority first, within the poll's
