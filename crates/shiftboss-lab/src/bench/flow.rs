@@ -63,7 +63,10 @@ pub async fn run(db: &DbTarget, a: FlowArgs) -> anyhow::Result<Value> {
     let t0 = Instant::now();
     let done_at = noop::drain(&engine, engine.start(), steps, t0 + a.timeout, a.timeout).await?;
     let secs = (done_at - t0).as_secs_f64();
+    let m = engine.metrics();
     Ok(json!({
+        "steps_per_claim": round3(m.claimed as f64 / m.claims.max(1) as f64),
+        "replies_per_batch": round3(m.completed as f64 / m.reply_batches.max(1) as f64),
         "workload": "flow", "store": store_name(db), "workflows": a.orders, "steps": steps,
         "concurrency": if a.defaults { json!("defaults") } else { json!(a.concurrency) },
         "drain_s": round3(secs), "workflows_per_s": round3(f64::from(a.orders) / secs),

@@ -134,6 +134,9 @@ pub async fn run(db: &DbTarget, a: SubmitArgs) -> anyhow::Result<Value> {
         let e2e = (done_at - t0).as_secs_f64();
         out["end_to_end_s"] = json!(round3(e2e));
         out["end_to_end_workflows_per_s"] = json!(round3(f64::from(a.orders) / e2e));
+        let m = engine.metrics();
+        out["steps_per_claim"] = json!(round3(m.claimed as f64 / m.claims.max(1) as f64));
+        out["replies_per_batch"] = json!(round3(m.completed as f64 / m.reply_batches.max(1) as f64));
     }
     Ok(out)
 }
