@@ -8,13 +8,21 @@
 //! when they are free and write them together, one transaction for all: while one batch commits,
 //! the next one gathers. Nobody waits for a batch to fill: a lone write goes at once, alone.
 //! Each write keeps its own outcome (see [`submissions`] and [`replies`] for how).
+//!
+//! A writer that finds a few writes waiting while another batch commits does not rush them into
+//! a transaction of their own: it keeps gathering until that batch ends (whose callers come back
+//! with their next writes) or until it holds as many as the batch in flight. Under a steady crowd
+//! of callers the batches grow instead of the transactions, and each write costs less of the
+//! database; a crowd bigger than one batch in flight can carry still has several written at once.
 
 pub mod handoff;
+mod in_flight;
 pub(crate) mod replies;
 pub(crate) mod submissions;
 
 use crate::metrics::Metrics;
 use async_trait::async_trait;
+use in_flight::InFlight;
 use shiftboss_store::{Store, StoreError};
 use std::sync::{Arc, Weak};
 use tokio::sync::{Mutex, mpsc, oneshot};
@@ -69,10 +77,18 @@ impl<W: BatchWrite> GroupCommit<W> {
         let waiting = Arc::new(Mutex::new(waiting));
         let how = Arc::new(how);
         let max_batch = max_batch.clamp(1, shiftboss_store::MAX_SUBMIT_BATCH);
+        let in_flight = Arc::new(InFlight::default());
         // The writers hold the store weakly: it closes when the engine and its other users let it
         // go, not when a writer task gets round to ending.
         for _ in 0..writers.max(1) {
-            let job = write_batches(Arc::downgrade(store), waiting.clone(), max_batch, metrics.clone(), how.clone());
+            let job = write_batches(
+                Arc::downgrade(store),
+                waiting.clone(),
+                in_flight.clone(),
+                max_batch,
+                metrics.clone(),
+                how.clone(),
+            );
             tokio::spawn(job);
         }
         GroupCommit { queue }
@@ -99,6 +115,7 @@ impl<W: BatchWrite> GroupCommit<W> {
 async fn write_batches<W: BatchWrite>(
     store: Weak<dyn Store>,
     waiting: Waiting<W>,
+    in_flight: Arc<InFlight>,
     max_batch: usize,
     metrics: Arc<Metrics>,
     how: Arc<W>,
@@ -110,10 +127,14 @@ async fn write_batches<W: BatchWrite>(
             if rx.recv_many(&mut batch, max_batch).await == 0 {
                 return;
             }
+            if !in_flight.gather(&mut rx, &mut batch, max_batch).await {
+                return;
+            }
         }
         let Some(store) = store.upgrade() else { return };
         how.count(&metrics, batch.len());
         let (items, answers): (Vec<_>, Vec<_>) = std::mem::take(&mut batch).into_iter().unzip();
+        let _writing = in_flight.writing(items.len());
         let outcomes = how.write(&*store, items).await;
         debug_assert_eq!(outcomes.len(), answers.len());
         for (answer, outcome) in answers.into_iter().zip(outcomes) {
