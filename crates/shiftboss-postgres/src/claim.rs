@@ -223,7 +223,10 @@ async fn run_claim(
     if let Some(floor) = &floor {
         params.push(floor);
     }
-    let rows = c.query_generic(statement.text(), &params).await?;
+    let rows = match statement {
+        Statement::InTransaction => c.query_generic(statement.text(), &params).await?,
+        Statement::AtOnce | Statement::AtOnceFrom(_) => c.query_generic_alone(statement.text(), &params).await?,
+    };
     let first = rows.first().ok_or_else(|| StoreError::Backend("the claim statement returned no row".into()))?;
     let now = Timestamp(get(first, 0)?);
     let next_due = get::<Option<i64>>(first, 1)?.map(Timestamp);

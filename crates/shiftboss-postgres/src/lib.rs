@@ -59,6 +59,7 @@ mod jobs;
 mod leader;
 mod limits;
 mod listen;
+mod listeners;
 mod lock;
 pub mod migrate;
 mod next;
@@ -89,7 +90,7 @@ pub use migrate::SCHEMA_VERSION;
 #[doc(hidden)]
 pub use query::QUEUE_STATS;
 #[doc(hidden)]
-pub use tx::query_generic_on;
+pub use tx::{query_generic_alone_on, query_generic_on};
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
@@ -171,6 +172,8 @@ struct Inner {
     hosts: Arc<connect::Hosts>,
     /// This store's due-work subscribers, rung in process by its own writes.
     own_rings: listen::OwnRings,
+    /// One listening connection per channel, shared by this store's subscriptions to it.
+    listeners: listeners::Listeners,
     /// Where this store's claims of due steps start (see `claim_floor`).
     claim_floors: claim_floor::ClaimFloors,
 }
@@ -248,6 +251,7 @@ impl PostgresStore {
                 connect_timeout: opts.connect_timeout,
                 hosts,
                 own_rings: listen::OwnRings::default(),
+                listeners: Default::default(),
                 claim_floors: Default::default(),
             }),
         };
@@ -288,18 +292,14 @@ impl PostgresStore {
     /// closed too: they lead to the same server, likely as silent (a frozen primary, a cut
     /// network), and each would hold its next caller for the whole bound again. The next call
     /// connects afresh, host by host, and so finds a promoted standby.
-    /// A LISTEN connection of its own on `channel`, within the store's bounds and trying the
-    /// hosts as the pool does.
+    /// `wake` rung by the LISTEN connection on `channel` (one per channel, shared by this store's
+    /// subscriptions), within the store's bounds and trying the hosts as the pool does.
     fn listen(&self, channel: String, wake: WakeFn) -> Subscription {
-        let bounds = listen::Bounds { connect: self.inner.connect_timeout, answer: self.inner.store_timeout };
-        listen::subscribe(
-            self.inner.config.clone(),
-            bounds,
-            self.inner.hosts.clone(),
-            channel,
-            &self.inner.own_rings,
-            wake,
-        )
+        let i = &self.inner;
+        let bounds = listen::Bounds { connect: i.connect_timeout, answer: i.store_timeout };
+        i.listeners.subscribe(channel.clone(), wake, |ring| {
+            listen::subscribe(i.config.clone(), bounds, i.hosts.clone(), channel, &i.own_rings, ring)
+        })
     }
 
     async fn bounded<T>(&self, call: impl Future<Output = Result<T>>) -> Result<T> {

@@ -87,12 +87,37 @@ impl<'a> Conn<'a> {
         reset.map_err(map_err)?;
         Ok(rows)
     }
+
+    /// [`Conn::query_generic`] on a connection outside any transaction: the statement runs in a
+    /// transaction of its own, whose `SET LOCAL` ends with it. The same round trip (the three are
+    /// sent together), but one transaction where a SET, the statement and a RESET in autocommit
+    /// are three: PostgreSQL counts each, and an idle `serve` claims at every poll. A failed
+    /// statement's COMMIT rolls the transaction back, the setting with it.
+    pub async fn query_generic_alone(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
+        let st = self.prepare(sql).await?;
+        let (begin, rows, commit) = futures_util::future::join3(
+            self.client.batch_execute("BEGIN; SET LOCAL plan_cache_mode = force_generic_plan"),
+            self.client.query(&st, params),
+            self.client.batch_execute("COMMIT"),
+        )
+        .await;
+        begin.map_err(map_err)?;
+        let rows = rows.map_err(map_err)?;
+        commit.map_err(map_err)?;
+        Ok(rows)
+    }
 }
 
 /// [`Conn::query_generic`] on a connection of the caller's, for tests of its SET and RESET.
 #[doc(hidden)]
 pub async fn query_generic_on(client: &Client, sql: &str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
     Conn::new(client, None).query_generic(sql, params).await
+}
+
+/// [`Conn::query_generic_alone`] on a connection of the caller's, for its tests.
+#[doc(hidden)]
+pub async fn query_generic_alone_on(client: &Client, sql: &str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
+    Conn::new(client, None).query_generic_alone(sql, params).await
 }
 
 macro_rules! db_now_expr {

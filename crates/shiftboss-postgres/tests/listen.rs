@@ -235,3 +235,37 @@ async fn a_sweeps_requeue_and_a_delayed_retry_ring() {
     let w = a.claim_due_work(claim()).await.unwrap();
     assert_eq!((w.steps.len(), w.next_due), (0, Some(clock.now().plus(Duration::from_secs(60)))));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stores_subscriptions_to_one_channel_share_one_connection() {
+    let Some(url) = test_db() else { return };
+    let s = TestSchema::migrated(&url).await;
+    let a = PostgresStore::connect(&url, &s.options(false)).await.unwrap();
+    let b = PostgresStore::connect(&url, &s.options(false)).await.unwrap();
+    let wf = WorkflowDef::from_json(r#"{"name":"w","steps":[{"name":"a","agent":"x"}]}"#).unwrap();
+    b.register_workflow(&wf).await.unwrap();
+    let (first, second) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let (f, g) = (first.clone(), second.clone());
+    let sub1 = a.subscribe_due_work(Arc::new(move || f.notify_one()));
+    let sub2 = a.subscribe_due_work(Arc::new(move || g.notify_one()));
+    assert!(sub1.is_live() && sub2.is_live());
+    wait_listeners(&url, &s.name, 1).await;
+    // Each was rung on subscribing: take those rings.
+    let _ = timeout(Duration::from_millis(200), first.notified()).await;
+    let _ = timeout(Duration::from_millis(200), second.notified()).await;
+
+    b.submit_task(task("t1")).await.unwrap();
+    timeout(Duration::from_secs(5), first.notified()).await.expect("the first subscriber was rung");
+    timeout(Duration::from_secs(5), second.notified()).await.expect("the second subscriber was rung");
+    // Another handle's write rings only through a listening connection: every one there is
+    // listens by now.
+    assert_eq!(listeners(&url, &s.name).await, 1, "two subscriptions, two connections");
+
+    // One gone, the other still hears; both gone, the connection closes.
+    drop(sub1);
+    b.submit_task(task("t2")).await.unwrap();
+    timeout(Duration::from_secs(5), second.notified()).await.expect("the one left was rung");
+    assert_eq!(listeners(&url, &s.name).await, 1);
+    drop(sub2);
+    wait_listeners(&url, &s.name, 0).await;
+}

@@ -185,6 +185,32 @@ async fn a_generic_plan_is_asked_for_the_one_statement_only() {
     assert_eq!(plan_cache_mode(&c).await, "auto", "a failed transaction left the setting behind");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generic_plan_alone_is_one_transaction_that_leaves_nothing_behind() {
+    let Some(url) = test_db() else { return };
+    let c = admin(&url).await;
+    let sql = "SELECT current_setting('plan_cache_mode'), pg_current_xact_id()::text";
+    let rows = shiftboss_postgres::query_generic_alone_on(&c, sql, &[]).await.unwrap();
+    assert_eq!(rows[0].get::<_, String>(0), "force_generic_plan", "the statement did not run under force_generic_plan");
+    assert_eq!(plan_cache_mode(&c).await, "auto", "the setting outlived the transaction");
+    let again = shiftboss_postgres::query_generic_alone_on(&c, sql, &[]).await.unwrap();
+    assert_ne!(rows[0].get::<_, String>(1), again[0].get::<_, String>(1), "both ran in one transaction");
+    assert_ended(&c).await;
+
+    let failed = shiftboss_postgres::query_generic_alone_on(&c, "SELECT 1 / (0 * $1::int)", &[&1i32]).await;
+    assert!(failed.is_err(), "division by zero");
+    assert_eq!(plan_cache_mode(&c).await, "auto", "a failed statement left the setting behind");
+    assert_ended(&c).await;
+}
+
+/// The connection is in no transaction block: two statements get two transaction ids.
+async fn assert_ended(c: &tokio_postgres::Client) {
+    let xid = "SELECT pg_current_xact_id()::text";
+    let (a, b): (String, String) =
+        (c.query_one(xid, &[]).await.unwrap().get(0), c.query_one(xid, &[]).await.unwrap().get(0));
+    assert_ne!(a, b, "the connection was left inside a transaction");
+}
+
 /// The connection's `plan_cache_mode`.
 async fn plan_cache_mode(c: &tokio_postgres::Client) -> String {
     c.query_one("SHOW plan_cache_mode", &[]).await.unwrap().get(0)
