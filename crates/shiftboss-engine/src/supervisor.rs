@@ -208,7 +208,7 @@ impl Supervisor {
         let mut sweep = Duty::new(now, c.interval, idle(c.interval));
         let mut reconcile = Duty::new(now, c.reconcile_interval, idle(c.reconcile_interval));
         let mut archive = Duty::new(now, c.archive.interval, c.archive.interval);
-        let archiving = c.archive.enabled;
+        let (archiving, archive_every) = (c.archive.enabled, c.archive.interval);
         let bell = self.bell.clone();
         // After a failed renewal, the next try waits an interval: a renewal time in the past must
         // not spin against a store that is down.
@@ -268,9 +268,14 @@ impl Supervisor {
                 }
                 if archiving && archive.next <= now {
                     ran = true;
-                    if let Err(e) = self.archive_once().await {
-                        tracing::warn!(error = %e, "archiver pass failed; trying again next interval");
-                    }
+                    let moved = match self.archive_once().await {
+                        Ok(r) => r != ArchiveReport::default(),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "archiver pass failed; trying again next interval");
+                            true
+                        }
+                    };
+                    archive.idle = archive_wait(archive.idle, archive_every, moved);
                     archive.ran(now, None);
                 }
                 if !ran && let Err(e) = self.elector.ensure().await {
@@ -301,6 +306,16 @@ fn at_store_time<const N: usize>(now: &Timestamp, times: [Option<Timestamp>; N])
 /// One of the supervisor's duties (sweep, reconcile, archive): when it runs next. It never runs
 /// again within `gap` of its last run (so a busy store costs what a fixed tick did), and never
 /// sleeps longer than `idle`.
+/// The longest wait between two archiver passes that find nothing to move, in intervals.
+const ARCHIVE_QUIET: u32 = 6;
+
+/// The wait after an archiver pass that waited `last`: the interval after a pass that moved
+/// something (or failed), else twice the last, up to [`ARCHIVE_QUIET`] intervals. What it moves
+/// is never urgent, and each look at an idle store is a transaction.
+fn archive_wait(last: Duration, every: Duration, moved: bool) -> Duration {
+    if moved { every } else { (last * 2).clamp(every, every * ARCHIVE_QUIET) }
+}
+
 struct Duty {
     next: Instant,
     last: Option<Instant>,
@@ -325,5 +340,23 @@ impl Duty {
     fn soon(&mut self) {
         let earliest = self.last.map_or_else(Instant::now, |l| l + self.gap);
         self.next = self.next.min(earliest);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_archiver_that_finds_nothing_looks_less_often_and_at_once_again_after_a_move() {
+        let every = Duration::from_secs(10);
+        let mut wait = every;
+        let mut waits = Vec::new();
+        for _ in 0..4 {
+            wait = archive_wait(wait, every, false);
+            waits.push(wait.as_secs());
+        }
+        assert_eq!(waits, [20, 40, 60, 60], "doubling up to six intervals");
+        assert_eq!(archive_wait(wait, every, true), every, "a pass that moved something: the interval again");
     }
 }

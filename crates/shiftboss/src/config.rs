@@ -63,7 +63,7 @@
 //! stuck_scan = "1m"                # how often running tasks are looked at
 //! call_timeout = "10s"             # one call to a sink's webhook
 //! poll = "1s"                      # the wait after a read that found alerts; it doubles while none come
-//! idle_poll = "10s"                # the longest wait between two reads of a quiet event log (a write
+//! idle_poll = "30s"                # the longest wait between two reads of a quiet event log (a write
 //!                                  # of this process, or work queued by another, wakes it within 100 ms)
 //! queue = 1000                     # alerts a slow sink holds before it drops new ones
 //! [[alerts.sinks]]                 # default: kind = "log" alone; listing sinks replaces it

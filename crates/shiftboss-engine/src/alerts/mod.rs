@@ -73,7 +73,9 @@ impl Default for AlertConfig {
             stuck_after: Duration::from_secs(3600),
             stuck_scan: Duration::from_secs(60),
             poll: Duration::from_secs(1),
-            idle_poll: Duration::from_secs(10),
+            // Its own process and other processes' queued work ring it sooner; each read of a
+            // quiet log is a transaction.
+            idle_poll: Duration::from_secs(30),
             queue: 1000,
             call_timeout: Duration::from_secs(10),
         }

@@ -87,7 +87,8 @@ impl Default for DispatchConfig {
                 ],
                 max_failures: None,
             },
-            idle_poll: Duration::from_secs(5),
+            // As the scheduler's: the store rings sooner, and each look is a transaction.
+            idle_poll: Duration::from_secs(10),
         }
     }
 }
