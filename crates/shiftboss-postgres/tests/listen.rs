@@ -44,14 +44,21 @@ async fn wait_listeners(url: &str, schema: &str, want: i64) {
     }
 }
 
+/// Two handles on one schema (two processes, as far as the database knows), the workflow `w`
+/// registered through the second.
+async fn two_handles(url: &str, s: &TestSchema) -> (PostgresStore, PostgresStore) {
+    let a = PostgresStore::connect(url, &s.options(false)).await.unwrap();
+    let b = PostgresStore::connect(url, &s.options(false)).await.unwrap();
+    let wf = WorkflowDef::from_json(r#"{"name":"w","steps":[{"name":"a","agent":"x"}]}"#).unwrap();
+    b.register_workflow(&wf).await.unwrap();
+    (a, b)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_processes_submission_wakes_a_subscriber_and_survives_a_killed_listener() {
     let Some(url) = test_db() else { return };
     let s = TestSchema::migrated(&url).await;
-    let a = PostgresStore::connect(&url, &s.options(false)).await.unwrap();
-    let b = PostgresStore::connect(&url, &s.options(false)).await.unwrap();
-    let wf = WorkflowDef::from_json(r#"{"name":"w","steps":[{"name":"a","agent":"x"}]}"#).unwrap();
-    b.register_workflow(&wf).await.unwrap();
+    let (a, b) = two_handles(&url, &s).await;
 
     let bell = Arc::new(Notify::new());
     let rings = Arc::new(AtomicU32::new(0));
@@ -240,10 +247,7 @@ async fn a_sweeps_requeue_and_a_delayed_retry_ring() {
 async fn a_stores_subscriptions_to_one_channel_share_one_connection() {
     let Some(url) = test_db() else { return };
     let s = TestSchema::migrated(&url).await;
-    let a = PostgresStore::connect(&url, &s.options(false)).await.unwrap();
-    let b = PostgresStore::connect(&url, &s.options(false)).await.unwrap();
-    let wf = WorkflowDef::from_json(r#"{"name":"w","steps":[{"name":"a","agent":"x"}]}"#).unwrap();
-    b.register_workflow(&wf).await.unwrap();
+    let (a, b) = two_handles(&url, &s).await;
     let (first, second) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
     let (f, g) = (first.clone(), second.clone());
     let sub1 = a.subscribe_due_work(Arc::new(move || f.notify_one()));
