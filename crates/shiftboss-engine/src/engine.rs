@@ -34,6 +34,7 @@ use shiftboss_store::{
     ClaimDueSteps, EventFilter, RecordReplies, RegisterOutcome, Reply, ReplyOutcome, Store, StoreError, SubmitTask,
     Submitted, Subscription,
 };
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
@@ -179,6 +180,7 @@ impl EngineBuilder {
                 config: self.config,
                 metrics: Arc::default(),
                 wake,
+                woken_by_store: AtomicBool::new(false),
                 supervisor_bell: Arc::default(),
                 submitter: OnceLock::new(),
                 handoff: Arc::default(),
@@ -209,6 +211,10 @@ struct Inner {
     config: EngineConfig,
     metrics: Arc<Metrics>,
     wake: Arc<Notify>,
+    /// True once the running roles' due-work subscription rings them at the commit of this
+    /// process's own writes (PostgreSQL): a second wake after a submission would only send the
+    /// scheduler to claim again, for nothing.
+    woken_by_store: AtomicBool,
     /// Rung by this process's scheduler after a claim, and by the due-work channel: the supervisor's bell.
     supervisor_bell: Arc<Notify>,
     /// The group commit's writers, started by the first submission, and by a remote reply.
@@ -350,7 +356,7 @@ impl Engine {
             }
         };
         let s = written?;
-        self.wake();
+        self.wake_after_write();
         self.ring_events();
         Ok(s)
     }
@@ -375,7 +381,7 @@ impl Engine {
     /// key, results in their order, all or none) and wakes this process's scheduler.
     pub async fn submit_many(&self, tasks: Vec<SubmitTask>) -> Result<Vec<Submitted>, EngineError> {
         let s = self.inner.store.submit_tasks(tasks).await?;
-        self.wake();
+        self.wake_after_write();
         self.ring_events();
         Ok(s)
     }
@@ -405,7 +411,7 @@ impl Engine {
         };
         let outcome = written?;
         if matches!(outcome, ReplyOutcome::Applied { .. }) {
-            self.wake();
+            self.wake_after_write();
         }
         self.ring_events();
         Ok(outcome)
@@ -420,6 +426,14 @@ impl Engine {
     /// Tells the scheduler that work may be due (after a submission made outside the engine).
     pub fn wake(&self) {
         self.inner.wake.notify_one();
+    }
+
+    /// After a write of this engine's that may have queued work: wakes the scheduler, unless the
+    /// store already rang it at the write's commit.
+    fn wake_after_write(&self) {
+        if !self.inner.woken_by_store.load(Ordering::Relaxed) {
+            self.wake();
+        }
     }
 
     /// Tells this process's event readers (streams, [`Engine::wait_for`]) that events may have
@@ -595,6 +609,9 @@ impl Engine {
             }))
         });
         let notified = subscription.as_ref().is_some_and(Subscription::is_live);
+        if subscription.as_ref().is_some_and(Subscription::rings_own_writes) {
+            self.inner.woken_by_store.store(true, Ordering::Relaxed);
+        }
         if roles.scheduler {
             let scheduler = Scheduler { notified, ..self.scheduler() };
             tasks.push(tokio::spawn(scheduler.run(rx.clone())));

@@ -286,22 +286,26 @@ impl PostgresStore {
         self.bounded(self.write_on(c, f)).await
     }
 
+    /// `wake` rung by the LISTEN connection on `channel` (one per channel, shared by this store's
+    /// subscriptions), within the store's bounds and trying the hosts as the pool does. With
+    /// `own_writes`, also rung in process by this store's writes that queue work, right after
+    /// their commit (the due-work channel: see `listen::OwnRings`); the outbox's channel is rung by
+    /// its trigger alone, only when deliveries were written.
+    fn listen(&self, channel: String, own_writes: bool, wake: WakeFn) -> Subscription {
+        let i = &self.inner;
+        let bounds = listen::Bounds { connect: i.connect_timeout, answer: i.store_timeout };
+        let own = own_writes.then_some(&i.own_rings);
+        i.listeners.subscribe(channel.clone(), own_writes, wake, |ring| {
+            listen::subscribe(i.config.clone(), bounds, i.hosts.clone(), channel, own, ring)
+        })
+    }
+
     /// Runs `call`, the statements of one call on a connection it holds, within
     /// [`PgOptions::store_timeout`]. When the database does not answer in time, the call's
     /// connection is dropped (a write's is closed, see `begin`) and the pool's idle connections are
     /// closed too: they lead to the same server, likely as silent (a frozen primary, a cut
     /// network), and each would hold its next caller for the whole bound again. The next call
     /// connects afresh, host by host, and so finds a promoted standby.
-    /// `wake` rung by the LISTEN connection on `channel` (one per channel, shared by this store's
-    /// subscriptions), within the store's bounds and trying the hosts as the pool does.
-    fn listen(&self, channel: String, wake: WakeFn) -> Subscription {
-        let i = &self.inner;
-        let bounds = listen::Bounds { connect: i.connect_timeout, answer: i.store_timeout };
-        i.listeners.subscribe(channel.clone(), wake, |ring| {
-            listen::subscribe(i.config.clone(), bounds, i.hosts.clone(), channel, &i.own_rings, ring)
-        })
-    }
-
     async fn bounded<T>(&self, call: impl Future<Output = Result<T>>) -> Result<T> {
         // A statement of its own, so that the call (and the connection it owns) is dropped, back
         // to the pool, before the pool is emptied below.
@@ -320,9 +324,28 @@ impl PostgresStore {
     }
 
     async fn write_on<T>(&self, c: deadpool_postgres::Object, f: impl AsyncFnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
-        let (mut w, now) = begin::WriteConn::begin(c, &self.inner.clock).await?;
+        self.write_reading_versions_on(c, &[], f).await
+    }
+
+    /// A write of submissions: the newest versions of the workflows they name none of are read
+    /// with the BEGIN, in its round trip (see `WriteConn::begin`).
+    async fn write_submissions<T>(&self, tasks: &[SubmitTask], f: impl AsyncFnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
+        let mut names: Vec<&str> = tasks.iter().filter(|t| t.version.is_none()).map(|t| t.workflow.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        let c = self.inner.pool.get().await.map_err(pool_err)?;
+        self.bounded(self.write_reading_versions_on(c, &names, f)).await
+    }
+
+    async fn write_reading_versions_on<T>(
+        &self,
+        c: deadpool_postgres::Object,
+        workflows: &[&str],
+        f: impl AsyncFnOnce(&Tx<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let (mut w, now, versions) = begin::WriteConn::begin(c, &self.inner.clock, workflows).await?;
         let client = w.client()?;
-        let t = Tx::new(Conn::new(client, w.cache()), now, &self.inner.defs);
+        let t = Tx::new(Conn::new(client, w.cache()), now, &self.inner.defs).with_versions(workflows, versions);
         let out = match f(&t).await {
             Ok(out) => out,
             Err(e) => {
@@ -484,12 +507,12 @@ impl Store for PostgresStore {
 
     async fn submit_task(&self, p: SubmitTask) -> Result<Submitted> {
         p.validate()?;
-        self.write(async |t| submit::submit(t, &p).await).await
+        self.write_submissions(std::slice::from_ref(&p), async |t| submit::submit(t, &p).await).await
     }
 
     async fn submit_tasks(&self, tasks: Vec<SubmitTask>) -> Result<Vec<Submitted>> {
         validate_batch(&tasks)?;
-        let out = self.write(async |t| submit::submit_many(t, &tasks).await).await?;
+        let out = self.write_submissions(&tasks, async |t| submit::submit_many(t, &tasks).await).await?;
         self.inner.freshness.wrote(out.len() as u64, &self.inner.pool);
         Ok(out)
     }
@@ -501,7 +524,7 @@ impl Store for PostgresStore {
     ) -> Result<SubmittedAndClaimed> {
         validate_batch(&tasks)?;
         let out = self
-            .write(async |t| {
+            .write_submissions(&tasks, async |t| {
                 let submitted = submit::submit_many(t, &tasks).await?;
                 let claimed = claim::claim_after_writes(t, &claims).await?;
                 Ok(SubmittedAndClaimed { submitted, claimed })
@@ -678,7 +701,7 @@ impl Store for PostgresStore {
     }
 
     fn subscribe_due_work(&self, wake: WakeFn) -> Subscription {
-        self.listen(listen::channel(&self.inner.schema), wake)
+        self.listen(listen::channel(&self.inner.schema), true, wake)
     }
 
     /// Half the pool, at most four: commits of separate transactions flush together, and the
@@ -789,7 +812,7 @@ impl Store for PostgresStore {
     /// The outbox trigger rings the schema's outbox channel at the commit of a transaction that
     /// wrote deliveries, whichever process wrote it.
     fn subscribe_deliveries(&self, wake: WakeFn) -> Subscription {
-        self.listen(webhooks::channel(&self.inner.schema), wake)
+        self.listen(webhooks::channel(&self.inner.schema), false, wake)
     }
 
     async fn replication(&self) -> Result<Option<Replication>> {

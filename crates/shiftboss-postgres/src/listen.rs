@@ -114,21 +114,22 @@ pub struct Bounds {
 }
 
 /// Listens on `channel` and rings `wake` for every notification but those `own` sent, which it
-/// rings in process at their commit.
+/// rings in process at their commit. Without `own` (a channel that the store's writes do not ring
+/// after their commit, such as the outbox's, notified by its trigger), every notification rings.
 pub fn subscribe(
     config: tokio_postgres::Config,
     bounds: Bounds,
     hosts: Arc<Hosts>,
     channel: String,
-    own: &OwnRings,
+    own: Option<&OwnRings>,
     wake: WakeFn,
 ) -> Subscription {
-    let held = own.add(wake.clone());
-    let nonce = own.nonce.clone();
+    let held = own.map(|o| o.add(wake.clone()));
+    let nonce = own.map(|o| o.nonce.clone());
     let task = tokio::spawn(async move {
         let mut backoff = Duration::from_millis(50);
         loop {
-            if listen(&config, bounds, &hosts, &channel, &nonce, &wake).await {
+            if listen(&config, bounds, &hosts, &channel, nonce.as_deref(), &wake).await {
                 backoff = Duration::from_millis(50);
             }
             // While no connection listens, notifications are lost: look once, then reconnect.
@@ -138,7 +139,8 @@ pub fn subscribe(
         }
     });
     // Dropped together: the listener stops, and so do the in-process rings.
-    Subscription::new((AbortOnDrop(task), held)).ringing_own_writes()
+    let s = Subscription::new((AbortOnDrop(task), held));
+    if own.is_some() { s.ringing_own_writes() } else { s }
 }
 
 /// Listens until the connection ends. True if it got as far as listening.
@@ -147,7 +149,7 @@ async fn listen(
     bounds: Bounds,
     hosts: &Hosts,
     channel: &str,
-    own: &str,
+    own: Option<&str>,
     wake: &WakeFn,
 ) -> bool {
     let Ok((client, mut connection)) = crate::connect::connect(config, bounds.connect, hosts).await else {
@@ -155,12 +157,12 @@ async fn listen(
     };
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
     // The connection must be driven for LISTEN to run and for notifications to arrive.
-    let own = own.to_owned();
+    let own = own.map(str::to_owned);
     let _driver = AbortOnDrop(tokio::spawn(async move {
         loop {
             match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
                 // This store's own write: its subscribers were rung at its commit.
-                Some(Ok(AsyncMessage::Notification(n))) if n.payload() == own => {}
+                Some(Ok(AsyncMessage::Notification(n))) if own.as_deref() == Some(n.payload()) => {}
                 Some(Ok(AsyncMessage::Notification(_))) => {
                     if tx.send(()).is_err() {
                         return;

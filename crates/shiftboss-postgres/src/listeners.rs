@@ -65,8 +65,15 @@ impl Drop for Member {
 
 impl Listeners {
     /// `wake` rung by `channel`'s listener, started by `start` (given the listener's own wake)
-    /// unless one runs already.
-    pub fn subscribe(&self, channel: String, wake: WakeFn, start: impl FnOnce(WakeFn) -> Subscription) -> Subscription {
+    /// unless one runs already. `own_writes`: whether the store's own writes ring the channel's
+    /// subscribers in process (the listener `start` makes says so too).
+    pub fn subscribe(
+        &self,
+        channel: String,
+        own_writes: bool,
+        wake: WakeFn,
+        start: impl FnOnce(WakeFn) -> Subscription,
+    ) -> Subscription {
         let mut by_channel = self.by_channel.lock().unwrap_or_else(|e| e.into_inner());
         let shared = match by_channel.get(&channel).and_then(Weak::upgrade) {
             Some(shared) => shared,
@@ -84,6 +91,7 @@ impl Listeners {
         let id = shared.wakes.add(wake.clone());
         // As a listener of its own would on starting: what became due before is found by a look.
         wake();
-        Subscription::new(Member { shared, id }).ringing_own_writes()
+        let s = Subscription::new(Member { shared, id });
+        if own_writes { s.ringing_own_writes() } else { s }
     }
 }

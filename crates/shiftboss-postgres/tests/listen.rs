@@ -273,3 +273,50 @@ async fn a_stores_subscriptions_to_one_channel_share_one_connection() {
     drop(sub2);
     wait_listeners(&url, &s.name, 0).await;
 }
+
+/// The outbox's channel rings for a transaction that wrote deliveries, whichever process wrote it,
+/// and for nothing else: a write of this store that only queued work rings the due-work
+/// subscribers, not the dispatcher (which claimed twice for nothing on every submission).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_outbox_channel_rings_for_deliveries_only() {
+    let Some(url) = test_db() else { return };
+    let s = TestSchema::migrated(&url).await;
+    let (a, _b) = two_handles(&url, &s).await;
+    let (due, outbox) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let (d, o) = (due.clone(), outbox.clone());
+    let _due = a.subscribe_due_work(Arc::new(move || d.notify_one()));
+    let outbox_sub = a.subscribe_deliveries(Arc::new(move || o.notify_one()));
+    assert!(!outbox_sub.rings_own_writes(), "the outbox's subscribers are rung by its trigger, not by every write");
+    wait_listeners(&url, &s.name, 1).await;
+    let c = admin(&url).await;
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
+    let outbox_listening = "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN \"' || $1 || '\"'";
+    let channel = format!("shiftboss_outbox_{}", s.name);
+    while c.query_one(outbox_listening, &[&channel]).await.unwrap().get::<_, i64>(0) != 1 {
+        assert!(tokio::time::Instant::now() < give_up, "nothing listens on {channel}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Each was rung on subscribing: take those rings.
+    let _ = timeout(Duration::from_millis(200), due.notified()).await;
+    let _ = timeout(Duration::from_millis(200), outbox.notified()).await;
+
+    // No subscription: a submission queues work and writes no delivery.
+    a.submit_task(task("t1")).await.unwrap();
+    timeout(Duration::from_secs(5), due.notified()).await.expect("the submission rang the due-work subscriber");
+    assert!(
+        timeout(Duration::from_millis(300), outbox.notified()).await.is_err(),
+        "a write with no delivery rang the outbox's subscriber"
+    );
+
+    // A standing subscription: the next submission writes its `task.received` delivery.
+    let target = shiftboss_store::WebhookTarget {
+        url: "http://127.0.0.1:9/hook".into(),
+        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+        kinds: vec![],
+    };
+    a.create_subscription(shiftboss_store::NewSubscription { target, workflow: None, description: None })
+        .await
+        .unwrap();
+    a.submit_task(task("t2")).await.unwrap();
+    timeout(Duration::from_secs(5), outbox.notified()).await.expect("a delivery written rang the outbox's subscriber");
+}
