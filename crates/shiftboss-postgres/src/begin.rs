@@ -1,6 +1,5 @@
 //! A write transaction on a pooled connection, opened and ended in as few round trips as the
-//! protocol allows: BEGIN and the clock's read go in one message (with, for submissions, the
-//! newest versions of the workflows they run behind it, in the same write), and the transaction's last
+//! protocol allows: BEGIN and the clock's read go in one message, and the transaction's last
 //! statements are sent together with its COMMIT (see `Tx::finish_with`). tokio-postgres's own
 //! `Transaction` sends BEGIN alone and waits for it, a round trip of its own on every write.
 //!
@@ -13,7 +12,6 @@ use crate::tx::{BEGIN_AND_NOW, DB_NOW_EXPR};
 use deadpool_postgres::{Object, StatementCache};
 use shiftboss_core::Timestamp;
 use shiftboss_store::{Clock, StoreError};
-use tokio_postgres::types::Type;
 use tokio_postgres::{Client, SimpleQueryMessage};
 
 /// A write transaction in progress on a connection of the pool.
@@ -25,60 +23,27 @@ pub struct WriteConn {
 }
 
 impl WriteConn {
-    /// Begins a READ COMMITTED transaction and reads the store's time with it; and, in the same
-    /// round trip, the newest registered version of each of `workflows` (those a submission runs
-    /// when it names no version): sent right behind the BEGIN, that read runs inside the
-    /// transaction, as a lookup after it would, without a round trip of its own. Workflows with
-    /// no version are left out.
-    pub async fn begin(
-        obj: Object,
-        clock: &Clock,
-        workflows: &[&str],
-    ) -> Result<(WriteConn, Timestamp, Vec<(String, u32)>), StoreError> {
+    /// Begins a READ COMMITTED transaction and reads the store's time with it.
+    pub async fn begin(obj: Object, clock: &Clock) -> Result<(WriteConn, Timestamp), StoreError> {
         let w = WriteConn { obj: Some(obj), open: true };
-        let client = w.client()?;
-        let begin = async {
-            match clock {
-                Clock::Manual(m) => {
-                    client.batch_execute("BEGIN").await.map_err(map_err)?;
-                    Ok(m.now())
-                }
-                Clock::Database => {
-                    let messages = client.simple_query(BEGIN_AND_NOW).await.map_err(map_err)?;
-                    let row = messages.iter().find_map(|m| match m {
-                        SimpleQueryMessage::Row(r) => Some(r),
-                        _ => None,
-                    });
-                    let text = row.and_then(|r| r.get(0)).ok_or_else(|| {
-                        StoreError::Backend(format!("the clock's read ({DB_NOW_EXPR}) returned no value"))
-                    })?;
-                    text.parse()
-                        .map(Timestamp)
-                        .map_err(|e| StoreError::Backend(format!("the clock's read {text:?}: {e}")))
-                }
+        let now = match clock {
+            Clock::Manual(m) => {
+                w.client()?.batch_execute("BEGIN").await.map_err(map_err)?;
+                m.now()
+            }
+            Clock::Database => {
+                let messages = w.client()?.simple_query(BEGIN_AND_NOW).await.map_err(map_err)?;
+                let row = messages.iter().find_map(|m| match m {
+                    SimpleQueryMessage::Row(r) => Some(r),
+                    _ => None,
+                });
+                let text = row.and_then(|r| r.get(0)).ok_or_else(|| {
+                    StoreError::Backend(format!("the clock's read ({DB_NOW_EXPR}) returned no value"))
+                })?;
+                Timestamp(text.parse().map_err(|e| StoreError::Backend(format!("the clock's read {text:?}: {e}")))?)
             }
         };
-        let versions = async {
-            if workflows.is_empty() {
-                return Ok(Vec::new());
-            }
-            // Typed: parsed, bound and run in one message, with no statement to prepare first.
-            let sql = "SELECT name, max(version) FROM workflows WHERE name = ANY($1) GROUP BY name";
-            let rows = client.query_typed(sql, &[(&workflows, Type::TEXT_ARRAY)]).await.map_err(map_err)?;
-            rows.iter()
-                .map(|r| {
-                    let version: i32 = r.try_get(1).map_err(map_err)?;
-                    let version = u32::try_from(version)
-                        .map_err(|_| StoreError::Backend(format!("workflows.version {version} is negative")))?;
-                    Ok((r.try_get::<_, String>(0).map_err(map_err)?, version))
-                })
-                .collect::<Result<Vec<_>, StoreError>>()
-        };
-        // `join` polls in order, and tokio-postgres sends each request at its future's first
-        // poll: the BEGIN goes first, the read behind it in the same write.
-        let (now, versions) = futures_util::future::join(begin, versions).await;
-        let now = now?;
-        Ok((w, now, versions?))
+        Ok((w, now))
     }
 
     pub fn client(&self) -> Result<&Client, StoreError> {

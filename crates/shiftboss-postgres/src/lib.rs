@@ -324,28 +324,9 @@ impl PostgresStore {
     }
 
     async fn write_on<T>(&self, c: deadpool_postgres::Object, f: impl AsyncFnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
-        self.write_reading_versions_on(c, &[], f).await
-    }
-
-    /// A write of submissions: the newest versions of the workflows they name none of are read
-    /// with the BEGIN, in its round trip (see `WriteConn::begin`).
-    async fn write_submissions<T>(&self, tasks: &[SubmitTask], f: impl AsyncFnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
-        let mut names: Vec<&str> = tasks.iter().filter(|t| t.version.is_none()).map(|t| t.workflow.as_str()).collect();
-        names.sort_unstable();
-        names.dedup();
-        let c = self.inner.pool.get().await.map_err(pool_err)?;
-        self.bounded(self.write_reading_versions_on(c, &names, f)).await
-    }
-
-    async fn write_reading_versions_on<T>(
-        &self,
-        c: deadpool_postgres::Object,
-        workflows: &[&str],
-        f: impl AsyncFnOnce(&Tx<'_>) -> Result<T>,
-    ) -> Result<T> {
-        let (mut w, now, versions) = begin::WriteConn::begin(c, &self.inner.clock, workflows).await?;
+        let (mut w, now) = begin::WriteConn::begin(c, &self.inner.clock).await?;
         let client = w.client()?;
-        let t = Tx::new(Conn::new(client, w.cache()), now, &self.inner.defs).with_versions(workflows, versions);
+        let t = Tx::new(Conn::new(client, w.cache()), now, &self.inner.defs);
         let out = match f(&t).await {
             Ok(out) => out,
             Err(e) => {
@@ -507,12 +488,12 @@ impl Store for PostgresStore {
 
     async fn submit_task(&self, p: SubmitTask) -> Result<Submitted> {
         p.validate()?;
-        self.write_submissions(std::slice::from_ref(&p), async |t| submit::submit(t, &p).await).await
+        self.write(async |t| submit::submit(t, &p).await).await
     }
 
     async fn submit_tasks(&self, tasks: Vec<SubmitTask>) -> Result<Vec<Submitted>> {
         validate_batch(&tasks)?;
-        let out = self.write_submissions(&tasks, async |t| submit::submit_many(t, &tasks).await).await?;
+        let out = self.write(async |t| submit::submit_many(t, &tasks).await).await?;
         self.inner.freshness.wrote(out.len() as u64, &self.inner.pool);
         Ok(out)
     }
@@ -524,7 +505,7 @@ impl Store for PostgresStore {
     ) -> Result<SubmittedAndClaimed> {
         validate_batch(&tasks)?;
         let out = self
-            .write_submissions(&tasks, async |t| {
+            .write(async |t| {
                 let submitted = submit::submit_many(t, &tasks).await?;
                 let claimed = claim::claim_after_writes(t, &claims).await?;
                 Ok(SubmittedAndClaimed { submitted, claimed })

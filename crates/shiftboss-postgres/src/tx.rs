@@ -180,10 +180,6 @@ pub struct Tx<'a> {
     /// Step rows written ahead under ids reserved beforehand (submissions, see `ahead`): inserted
     /// with one statement before anything else touches the steps table, or at the end.
     pub(crate) ahead: Mutex<crate::ahead::Ahead>,
-    /// The newest versions of the workflows read with the BEGIN (see
-    /// `WriteConn::begin`), `None` for a workflow with none: what
-    /// `latest_version` answers for them without asking again.
-    pub(crate) versions: HashMap<String, Option<u32>>,
 }
 
 /// An event waiting for [`Tx::flush_events`].
@@ -273,17 +269,7 @@ impl<'a> Tx<'a> {
             locked: Default::default(),
             events: Default::default(),
             ahead: Default::default(),
-            versions: HashMap::new(),
         }
-    }
-
-    /// This transaction's BEGIN read the newest versions of `looked_up`, and found `found`.
-    pub fn with_versions(mut self, looked_up: &[&str], found: Vec<(String, u32)>) -> Self {
-        self.versions = looked_up.iter().map(|&n| (n.to_owned(), None)).collect();
-        for (name, version) in found {
-            self.versions.insert(name, Some(version));
-        }
-        self
     }
 }
 

@@ -58,9 +58,6 @@ pub fn step_view(r: &Row, at: usize) -> Result<StepView, StoreError> {
 }
 
 pub async fn latest_version(t: &Tx<'_>, name: &str) -> Result<Option<u32>, StoreError> {
-    if let Some(&known) = t.versions.get(name) {
-        return Ok(known);
-    }
     let row = t.query_one("SELECT max(version) FROM workflows WHERE name = $1", &[&name]).await?;
     Ok(get::<Option<i32>>(&row, 0)?.map(|v| v as u32))
 }
