@@ -291,9 +291,15 @@ impl PostgresStore {
     /// `own_writes`, also rung in process by this store's writes that queue work, right after
     /// their commit (the due-work channel: see `listen::OwnRings`); the outbox's channel is rung by
     /// its trigger alone, only when deliveries were written.
+    ///
+    /// A quiet listener asks its server for an answer every `store_timeout`, to find a server that
+    /// went silent (and a promoted standby) soon; the outbox's, whose lost rings only wait for the
+    /// dispatcher's poll, asks six times less often: each question is a transaction of an idle
+    /// process.
     fn listen(&self, channel: String, own_writes: bool, wake: WakeFn) -> Subscription {
         let i = &self.inner;
-        let bounds = listen::Bounds { connect: i.connect_timeout, answer: i.store_timeout };
+        let quiet = if own_writes { i.store_timeout } else { i.store_timeout * 6 };
+        let bounds = listen::Bounds { connect: i.connect_timeout, answer: i.store_timeout, quiet };
         let own = own_writes.then_some(&i.own_rings);
         i.listeners.subscribe(channel.clone(), own_writes, wake, |ring| {
             listen::subscribe(i.config.clone(), bounds, i.hosts.clone(), channel, own, ring)

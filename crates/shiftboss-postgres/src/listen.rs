@@ -108,9 +108,11 @@ impl Drop for AbortOnDrop {
 pub struct Bounds {
     /// One host's connect (see `connect`).
     pub connect: Duration,
-    /// Both how long it stays quiet before it asks the server for an answer, and how long it waits
-    /// for that answer.
+    /// How long it waits for the server's answer (to its LISTEN, and to the question below).
     pub answer: Duration,
+    /// How long it stays quiet before it asks the server for an answer (a `SELECT 1`: one
+    /// transaction each time, counted in an idle process's load).
+    pub quiet: Duration,
 }
 
 /// Listens on `channel` and rings `wake` for every notification but those `own` sent, which it
@@ -185,11 +187,11 @@ async fn listen(
                 Some(()) => wake(),
                 None => return true,
             },
-            () = tokio::time::sleep(bounds.answer) => {
+            () = tokio::time::sleep(bounds.quiet) => {
                 let asked = tokio::time::timeout(bounds.answer, client.simple_query("SELECT 1")).await;
                 if !matches!(asked, Ok(Ok(_))) {
                     hosts.suspect(config);
-                    tracing::warn!("the due-work channel's server did not answer; reconnecting");
+                    tracing::warn!(channel, "a listening connection's server did not answer; reconnecting");
                     return true;
                 }
             }
