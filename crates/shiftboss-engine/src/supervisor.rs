@@ -303,9 +303,6 @@ fn at_store_time<const N: usize>(now: &Timestamp, times: [Option<Timestamp>; N])
     Some(Instant::now() + earliest.since(*now) + Duration::from_millis(1))
 }
 
-/// One of the supervisor's duties (sweep, reconcile, archive): when it runs next. It never runs
-/// again within `gap` of its last run (so a busy store costs what a fixed tick did), and never
-/// sleeps longer than `idle`.
 /// The longest wait between two archiver passes that find nothing to move, in intervals.
 const ARCHIVE_QUIET: u32 = 6;
 
@@ -316,6 +313,9 @@ fn archive_wait(last: Duration, every: Duration, moved: bool) -> Duration {
     if moved { every } else { (last * 2).clamp(every, every * ARCHIVE_QUIET) }
 }
 
+/// One of the supervisor's duties (sweep, reconcile, archive): when it runs next. It never runs
+/// again within `gap` of its last run (so a busy store costs what a fixed tick did), and never
+/// sleeps longer than `idle`.
 struct Duty {
     next: Instant,
     last: Option<Instant>,
