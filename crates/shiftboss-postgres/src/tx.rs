@@ -75,17 +75,7 @@ impl<'a> Conn<'a> {
     /// even if the statement fails. Inside a transaction a SET that the transaction's failure
     /// rolls back goes with it. No other statement of the connection runs between them.
     pub async fn query_generic(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
-        let st = self.prepare(sql).await?;
-        let (set, rows, reset) = futures_util::future::join3(
-            self.client.batch_execute("SET plan_cache_mode = force_generic_plan"),
-            self.client.query(&st, params),
-            self.client.batch_execute("RESET plan_cache_mode"),
-        )
-        .await;
-        let rows = rows.map_err(map_err)?;
-        set.map_err(map_err)?;
-        reset.map_err(map_err)?;
-        Ok(rows)
+        self.query_between("SET plan_cache_mode = force_generic_plan", sql, params, "RESET plan_cache_mode").await
     }
 
     /// [`Conn::query_generic`] on a connection outside any transaction: the statement runs in a
@@ -94,16 +84,29 @@ impl<'a> Conn<'a> {
     /// are three: PostgreSQL counts each, and an idle `serve` claims at every poll. A failed
     /// statement's COMMIT rolls the transaction back, the setting with it.
     pub async fn query_generic_alone(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
+        self.query_between("BEGIN; SET LOCAL plan_cache_mode = force_generic_plan", sql, params, "COMMIT").await
+    }
+
+    /// `sql` with `before` and `after` sent together with it, in order, in one round trip (`join3`
+    /// polls in order and tokio-postgres sends a request at its future's first poll); `after` runs
+    /// even if `sql` fails. The statement's own error comes first: it says what went wrong.
+    async fn query_between(
+        &self,
+        before: &str,
+        sql: &str,
+        params: Params<'_>,
+        after: &str,
+    ) -> Result<Vec<Row>, StoreError> {
         let st = self.prepare(sql).await?;
-        let (begin, rows, commit) = futures_util::future::join3(
-            self.client.batch_execute("BEGIN; SET LOCAL plan_cache_mode = force_generic_plan"),
+        let (before, rows, after) = futures_util::future::join3(
+            self.client.batch_execute(before),
             self.client.query(&st, params),
-            self.client.batch_execute("COMMIT"),
+            self.client.batch_execute(after),
         )
         .await;
-        begin.map_err(map_err)?;
         let rows = rows.map_err(map_err)?;
-        commit.map_err(map_err)?;
+        before.map_err(map_err)?;
+        after.map_err(map_err)?;
         Ok(rows)
     }
 }
