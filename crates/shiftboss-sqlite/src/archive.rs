@@ -224,10 +224,9 @@ pub fn restore_tree(t: &Tx<'_>, root: TaskId, actor: &str) -> Result<(), StoreEr
     if ids.is_empty() {
         return Err(StoreError::NotFound { what: "archived task", id: root.to_string() });
     }
-    // The events moved back were messages once already: the outbox trigger lets them pass.
-    t.tx.execute("INSERT INTO outbox_muted (since) VALUES (?1)", [t.now.0]).map_err(map_err)?;
+    // The events moved back were messages once already: they bypass `Tx::flush_events`, and with
+    // it the outbox.
     move_rows(t, &json!(ids).to_string(), false)?;
-    t.tx.execute("DELETE FROM outbox_muted", []).map_err(map_err)?;
     t.tx.prepare_cached(
         "UPDATE subscriptions SET state = 'active', disabled_reason = NULL, updated_at = ?3
           WHERE task_id IN (SELECT value FROM json_each(?1)) AND state = 'disabled' AND disabled_reason = ?2",

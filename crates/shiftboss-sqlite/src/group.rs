@@ -36,8 +36,8 @@ pub trait Write: Send {
 /// The queue of writes and what running them needs.
 pub struct Writer {
     pub queue: Mutex<VecDeque<Box<dyn Write>>>,
-    /// This process's dispatchers, rung after a commit that wrote deliveries (the outbox trigger
-    /// runs inside the store, so nothing else in the process knows).
+    /// This process's dispatchers, rung after a commit that wrote deliveries (the store writes
+    /// them beside the message events, so nothing else in the process knows).
     pub outbox_bells: Mutex<Vec<(u64, shiftboss_store::WakeFn)>>,
 }
 

@@ -22,6 +22,7 @@ mod jobs;
 mod leader;
 mod next;
 pub mod open;
+mod outbox;
 #[cfg(test)]
 mod plans;
 mod query;

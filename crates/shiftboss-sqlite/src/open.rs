@@ -33,6 +33,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0019_progress_and_documents.sql"),
     include_str!("migrations/0020_outbox_mute.sql"),
     include_str!("migrations/0021_queue_stats.sql"),
+    include_str!("migrations/0022_outbox_from_the_store.sql"),
 ];
 
 /// The schema version this build writes and reads.

@@ -5,7 +5,7 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::workflow::WorkflowDef;
 use shiftboss_core::{StepId, TaskId, Timestamp};
-use shiftboss_store::StoreError;
+use shiftboss_store::{MessageKind, StoreError};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -22,7 +22,7 @@ pub struct Tx<'a> {
     /// Events written by this transaction and not yet inserted: `flush_events` inserts them in
     /// order, many rows per statement, before the commit (and before anything reads events).
     events: RefCell<Vec<NewEvent>>,
-    /// Set when flushing events made the outbox trigger write deliveries: the store rings this
+    /// Set when flushing events wrote deliveries (see `outbox`): the store rings this
     /// process's dispatchers after the commit.
     pub outbox: std::cell::Cell<bool>,
 }
@@ -109,8 +109,10 @@ impl Tx<'_> {
         if events.is_empty() {
             return Ok(());
         }
-        // Rows the statements changed beyond the events themselves are the outbox trigger's.
-        let before = self.tx.total_changes();
+        // The message events, with the ids they got: a chunk's rows take consecutive ids (one
+        // writer; AUTOINCREMENT gives each row the largest id so far plus one), its last one
+        // `last_insert_rowid`.
+        let mut messages = Vec::new();
         let mut rest = &events[..];
         while !rest.is_empty() {
             let rows = EVENT_CHUNKS.into_iter().find(|&n| n <= rest.len()).unwrap_or(1);
@@ -127,9 +129,15 @@ impl Tx<'_> {
                 st.raw_bind_parameter(at + 7, e.detail.as_str()).map_err(map_err)?;
             }
             st.raw_execute().map_err(map_err)?;
+            let first = self.tx.last_insert_rowid() - chunk.len() as i64 + 1;
+            for (id, e) in (first..).zip(chunk) {
+                if MessageKind::of_event(e.kind).is_some() {
+                    messages.push(id);
+                }
+            }
             rest = after;
         }
-        if self.tx.total_changes() - before > events.len() as u64 {
+        if crate::outbox::write(self, &messages)? {
             self.outbox.set(true);
         }
         Ok(())

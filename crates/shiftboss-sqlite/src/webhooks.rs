@@ -1,5 +1,5 @@
-//! Subscriptions and deliveries (issue 18). The deliveries themselves are written by the
-//! `events_outbox_task` trigger (migration 14), in the transaction of each message's event.
+//! Subscriptions and deliveries (issue 18). The deliveries themselves are written with each
+//! message's event, in its transaction (see `outbox`).
 
 use crate::error::{bad_column, map_err};
 use crate::tx::Tx;

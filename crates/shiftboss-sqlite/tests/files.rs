@@ -248,19 +248,21 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, shiftboss_sqlite::SCHEMA_VERSION);
-    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 21);
+    assert_eq!(shiftboss_sqlite::SCHEMA_VERSION, 22);
+    // Migration 22: the store writes the outbox itself; the trigger and its mute are gone.
+    let outbox_parts: i64 = c
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'events_outbox_task' OR name = 'outbox_muted'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(outbox_parts, 0);
     // Migration 21: steps in Error have an index of their own (the queue statistics read it).
     let error_index: i64 = c
         .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'steps_error'", [], |r| r.get(0))
         .unwrap();
     assert_eq!(error_index, 1);
-    // Migration 20: the outbox trigger's mute covers every message kind (its kinds are grouped).
-    let trigger: String = c
-        .query_row("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'events_outbox_task'", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    assert!(trigger.contains("WHEN (NEW.kind = 'task.received'"), "{trigger}");
     // Migration 15: history's events are indexed by id, for event streams that resume from an id.
     let by_id: i64 = c
         .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'events_history_id'", [], |r| {
@@ -274,23 +276,9 @@ async fn a_store_written_by_the_first_schema_is_upgraded_in_place() {
     // Migration 13: the remote worker registry, empty too.
     let workers: i64 = c.query_row("SELECT count(*) FROM agent_workers", [], |r| r.get(0)).unwrap();
     assert_eq!(workers, 0);
-    // Migration 14: status channels, and the outbox trigger on events.
-    let outbox: i64 = c
-        .query_row(
-            "SELECT count(*) FROM subscriptions, deliveries, sqlite_master WHERE name = 'events_outbox_task'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    // Migration 14: status channels.
+    let outbox: i64 = c.query_row("SELECT count(*) FROM subscriptions, deliveries", [], |r| r.get(0)).unwrap();
     assert_eq!(outbox, 0, "the tables are there and empty");
-    let trigger: i64 = c
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'events_outbox_task'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(trigger, 1);
     // Migration 16: the old task is at generation 0, in history's column order too.
     let generation: i64 = c.query_row("SELECT generation FROM tasks WHERE task_key = 'old'", [], |r| r.get(0)).unwrap();
     assert_eq!(generation, 0);
