@@ -89,8 +89,9 @@ impl MessageKind {
         MessageKind::ALL.into_iter().find(|k| k.as_str() == s)
     }
 
-    /// The message an event of this kind is, if any. The stores' triggers hold the same table in
-    /// SQL; a conformance case checks that the two agree.
+    /// The message an event of this kind is, if any. SQLite's store picks its message events by
+    /// it; PostgreSQL's outbox trigger holds the same table in SQL, and a conformance case checks
+    /// that the deliveries agree with it.
     pub fn of_event(kind: &str) -> Option<MessageKind> {
         use crate::event_kind as ev;
         Some(match kind {
@@ -117,7 +118,7 @@ impl std::fmt::Display for MessageKind {
 }
 
 /// Which kinds a subscription follows, as the store keeps it: `""` for every kind, else
-/// `,a,b,` (commas around each name, so that the triggers test membership with one `instr`).
+/// `,a,b,` (commas around each name, so that the outbox tests membership with one `instr`).
 pub fn kinds_column(kinds: &[MessageKind]) -> String {
     if kinds.is_empty() || MessageKind::ALL.iter().all(|k| kinds.contains(k)) {
         return String::new();

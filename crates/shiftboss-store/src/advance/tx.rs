@@ -146,7 +146,7 @@ pub trait WriteTx {
     /// ran (its task purged from history) is `Unavailable`: the caller may try again.
     async fn insert_submitted(&self, new: &[NewTask<'_>]) -> Result<Vec<Keyed>>;
 
-    /// A task's own status-channel subscription, written with its submission: the outbox trigger
+    /// A task's own status-channel subscription, written with its submission: the store's outbox
     /// then writes a delivery for each of its messages, its first (`task.received`) included.
     async fn insert_task_subscription(&self, task: TaskId, target: &crate::WebhookTarget) -> Result<()>;
 
