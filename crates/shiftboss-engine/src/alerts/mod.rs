@@ -325,6 +325,9 @@ impl Alerter {
 
     fn raise(&self, sinks: &mut [Sink], alert: Alert) {
         self.counters.raised.fetch_add(1, Ordering::Relaxed);
+        // One line per alert raised (repeats fold, so they are few): with webhook sinks only, the
+        // log still says that the alerter read it, apart from whether a sink delivered it.
+        tracing::info!(kind = %alert.kind, subject = %alert.subject, count = alert.count, sinks = sinks.len(), "alerter: raised");
         for s in sinks.iter_mut() {
             s.offer(alert.clone());
         }
