@@ -6,7 +6,8 @@ agent types `greet`, `shout` and `slow` remote. The SDK is used as a team on Con
 unchanged: a key and secret traded at POST /api/token, the metadata client registering task and
 workflow definitions, the workflow client starting (and starting and waiting), reading,
 searching, terminating and removing workflows, the bulk client pausing and terminating several,
-the worker runner (TaskHandler) completing tasks, and the task client for a lease extension with
+the worker runner (TaskHandler) completing tasks (one worker handing each task back once with
+TaskInProgress, to be polled again after its callback), and the task client for a lease extension with
 progress and log lines, the task's log, and a stale update, which must be refused and change
 nothing.
 
@@ -23,6 +24,7 @@ from conductor.client.automator.task_handler import TaskHandler
 from conductor.client.http.api.workflow_bulk_resource_api import WorkflowBulkResourceApi
 from conductor.client.configuration.configuration import Configuration
 from conductor.client.configuration.settings.authentication_settings import AuthenticationSettings
+from conductor.client.context.task_context import TaskInProgress, get_task_context
 from conductor.client.http.models.start_workflow_request import StartWorkflowRequest
 from conductor.client.http.models.task_def import TaskDef
 from conductor.client.http.models.task_result import TaskResult
@@ -48,7 +50,12 @@ def greet(name: str) -> dict:
     return {"greeting": f"hello {name}"}
 
 
-def shout(text: str) -> dict:
+def shout(text: str):
+    # Each task's first poll hands it back for a second (TaskInProgress: an IN_PROGRESS update with
+    # callbackAfterSeconds), as a worker whose job is still running at a service does: the server
+    # hands it out again after that, with no failure counted.
+    if get_task_context().get_poll_count() < 2:
+        return TaskInProgress(callback_after_seconds=1, output={"stage": "queued"})
     return {"message": text.upper() + "!"}
 
 
@@ -190,6 +197,10 @@ def main():
                             lambda: (w := workflows.get_workflow(wf, include_tasks=True)).status == "COMPLETED" and w)
             check(done.output == {"message": f"HELLO {name}!".upper()}, f"workflow {wf}'s output: {done.output}")
             check([t.status for t in done.tasks] == ["COMPLETED", "COMPLETED"], f"workflow {wf}'s tasks completed")
+            shouted = done.tasks[1]
+            check(shouted.poll_count == 2 and shouted.retry_count == 0,
+                  f"workflow {wf}'s shout was polled again after its callback, no retry counted: "
+                  f"pollCount {shouted.poll_count}, retryCount {shouted.retry_count}")
         # Start and wait: the answer is the workflow once it has completed.
         run = workflows.execute_workflow(StartWorkflowRequest(name=GREETING, version=1, input={"name": "ex"}),
                                          request_id="req-1", wait_for_seconds=20)

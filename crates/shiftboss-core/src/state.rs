@@ -55,6 +55,13 @@ pub enum StepEvent {
         /// True when the step goes to Error rather than back to Pending.
         give_up: bool,
     },
+    /// The agent handed the step back unfinished, to be claimed again after a delay (Conductor's
+    /// IN_PROGRESS with `callbackAfterSeconds`): no failure is counted; `give_up` is true when the
+    /// delay would end at or past the step's total timeout.
+    Postpone {
+        /// True when the step goes to Error rather than back to Pending.
+        give_up: bool,
+    },
     /// A due attempt waited past its claim timeout with no claim (the supervisor's sweep);
     /// `give_up` as for an expiry.
     ClaimTimeout {
@@ -93,6 +100,8 @@ impl StepState {
             (S::Processing, E::Expire { give_up: true }) => S::Error,
             (S::Processing, E::Fail { give_up: false }) => S::Pending,
             (S::Processing, E::Fail { give_up: true }) => S::Error,
+            (S::Processing, E::Postpone { give_up: false }) => S::Pending,
+            (S::Processing, E::Postpone { give_up: true }) => S::Error,
             (S::Pending, E::ClaimTimeout { give_up: false }) => S::Pending,
             (S::Pending, E::ClaimTimeout { give_up: true }) => S::Error,
             (S::Error, E::Resubmit) => S::Pending,
@@ -217,6 +226,8 @@ mod tests {
             Just(E::Expire { give_up: true }),
             Just(E::Fail { give_up: false }),
             Just(E::Fail { give_up: true }),
+            Just(E::Postpone { give_up: false }),
+            Just(E::Postpone { give_up: true }),
             Just(E::ClaimTimeout { give_up: false }),
             Just(E::ClaimTimeout { give_up: true }),
             Just(E::Resubmit),
@@ -253,7 +264,10 @@ mod tests {
             assert_eq!(s.on(E::Complete).is_ok(), ok, "{s}");
             assert_eq!(s.on(E::PermanentError).is_ok(), ok, "{s}");
             assert_eq!(s.on(E::Expire { give_up: false }).is_ok(), ok, "{s}");
+            assert_eq!(s.on(E::Postpone { give_up: false }).is_ok(), ok, "{s}");
         }
+        assert_eq!(S::Processing.on(E::Postpone { give_up: false }).unwrap(), S::Pending);
+        assert_eq!(S::Processing.on(E::Postpone { give_up: true }).unwrap(), S::Error);
     }
 
     #[test]

@@ -44,6 +44,10 @@ pub enum AgentError {
     /// step's retry policy sets the next try (count + 1, this reason kept) or gives up.
     #[error("failed: {0}")]
     Failure(String),
+    /// Not ready yet (a job still running at the service, a resource busy): the step goes back to
+    /// be claimed again after this delay, with no failure counted and its retry policy untouched.
+    #[error("postponed for {0:?}")]
+    Postpone(std::time::Duration),
 }
 
 #[async_trait]

@@ -346,7 +346,11 @@ impl Engine {
             0 => i.store.submit_task(task).await,
             writers => {
                 let queue = i.submitter.get_or_init(|| {
-                    let how = Submissions { handoff: i.handoff.clone(), metrics: i.metrics.clone() };
+                    let how = Submissions {
+                        handoff: i.handoff.clone(),
+                        metrics: i.metrics.clone(),
+                        instance: i.instance.clone(),
+                    };
                     GroupCommit::start(&i.store, writers, i.config.submit.max_batch, i.metrics.clone(), how)
                 });
                 match queue.send(task).await {

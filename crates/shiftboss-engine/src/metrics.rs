@@ -25,6 +25,8 @@ pub struct Metrics {
     pub gave_up: AtomicU64,
     /// Attempts that ended in a failure with a reason (retry jobs, M5): retried on schedule.
     pub failed: AtomicU64,
+    /// Steps an agent handed back unfinished, to run again after a delay (no failure counted).
+    pub postponed: AtomicU64,
     /// Agent calls that panicked.
     pub panics: AtomicU64,
     /// Steps this process's scheduler released on start (those its instance held before it died).
@@ -61,6 +63,7 @@ pub struct MetricsSnapshot {
     pub expired: u64,
     pub gave_up: u64,
     pub failed: u64,
+    pub postponed: u64,
     pub panics: u64,
     pub released: u64,
     /// 0 when this process does not lead.
@@ -102,6 +105,7 @@ impl Metrics {
             expired: g(&self.expired),
             gave_up: g(&self.gave_up),
             failed: g(&self.failed),
+            postponed: g(&self.postponed),
             panics: g(&self.panics),
             released: g(&self.released),
             leader_term: g(&self.leader_term),

@@ -114,10 +114,12 @@ pub async fn run_step(
             None => None,
         };
         let result = match (result, strategy) {
-            (Some(Err(e)), Some(s)) if !matches!(e, AgentError::Failure(_)) => match s.judge(Exception::Error(&e)) {
-                Verdict::AsIs => Some(Err(e)),
-                v => return Some(verdict_result(v)),
-            },
+            (Some(Err(e)), Some(s)) if !matches!(e, AgentError::Failure(_) | AgentError::Postpone(_)) => {
+                match s.judge(Exception::Error(&e)) {
+                    Verdict::AsIs => Some(Err(e)),
+                    v => return Some(verdict_result(v)),
+                }
+            }
             (r, _) => r,
         };
         let deadline = call.progress.deadline();
@@ -142,6 +144,11 @@ pub async fn run_step(
                 // The service answered: the failure is the handler's verdict, not an outage.
                 breakers.with(service, CircuitBreaker::on_success);
                 return Some(ReplyResult::Failed(reason));
+            }
+            Some(Err(AgentError::Postpone(after))) => {
+                // The service answered "not yet": it is up.
+                breakers.with(service, CircuitBreaker::on_success);
+                return Some(ReplyResult::Postponed(after));
             }
             Some(Err(AgentError::Transient(e))) => {
                 breakers.with(service, |b| b.on_failure(mono_now()));

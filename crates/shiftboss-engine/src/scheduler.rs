@@ -530,6 +530,7 @@ impl Scheduler {
                     ReplyResult::Completed(_) => Metrics::add(&self.metrics.completed, 1),
                     ReplyResult::PermanentError(_) => Metrics::add(&self.metrics.permanent_errors, 1),
                     ReplyResult::Failed(_) => Metrics::add(&self.metrics.failed, 1),
+                    ReplyResult::Postponed(_) => Metrics::add(&self.metrics.postponed, 1),
                 },
                 // Counted when it was first applied (its answer was lost, not its write).
                 ReplyOutcome::AlreadyApplied { .. } => {

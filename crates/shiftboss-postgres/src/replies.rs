@@ -124,7 +124,9 @@ async fn record_reply(
     let (event, output, error) = match &r.result {
         ReplyResult::Completed(v) => (StepEvent::Complete, Some(v.to_string()), None),
         ReplyResult::PermanentError(e) => (StepEvent::PermanentError, None, Some(error_text(e))),
-        ReplyResult::Failed(reason) => return record_failure(t, actor, task_id, r, reason, policies).await,
+        ReplyResult::Failed(_) | ReplyResult::Postponed(_) => {
+            return record_failure(t, actor, task_id, r, policies).await;
+        }
     };
     let next = StepState::Processing.on(event).expect("a processing step takes every reply");
     let changed =
@@ -144,14 +146,14 @@ async fn record_reply(
 }
 
 /// A failed attempt (M5): the step runs again after its retry policy's next interval, its failure
-/// count one up, or goes to Error when the policy has no try left. The task is locked, so the count
-/// and policy read here are the ones the fenced write replaces.
+/// count one up, or goes to Error when the policy has no try left. A postponement: it runs again
+/// after the delay asked, with no failure counted. The task is locked, so the count and policy
+/// read here are the ones the fenced write replaces.
 async fn record_failure(
     t: &Tx<'_>,
     actor: &str,
     task_id: TaskId,
     r: &Reply,
-    reason: &str,
     policies: &RetryPolicies,
 ) -> Result<ReplyOutcome, StoreError> {
     // Whether it gives up is the policy's to say; either way only a processing step may fail.
@@ -176,7 +178,8 @@ async fn record_failure(
         on_timeout: OnTimeout::Retry,
         deadline_at: get::<Option<i64>>(&row, 4)?.map(Timestamp),
     };
-    let plan = lapse::plan_failure(held, &error_text(reason), t.now, policies, fastrand::f64());
+    let plan = lapse::plan_reply(held, &r.result, t.now, policies, fastrand::f64())
+        .expect("a failure or a postponement plans the step's next try");
     let due_now = plan.next == StepState::Pending && plan.due_at <= t.now;
     if !write_plan(t, r.step_id, task_id, r.lease_token.0, plan, actor).await? {
         return refuse_reply(t, actor, r).await;

@@ -193,8 +193,8 @@ async fn apply_steps(t: &Tx<'_>, actor: &str, replies: &[(&Reply, TaskId)]) -> R
         let (event, output, error) = match &r.result {
             ReplyResult::Completed(v) => (StepEvent::Complete, Some(v.to_string()), None),
             ReplyResult::PermanentError(e) => (StepEvent::PermanentError, None, Some(error_text(e))),
-            ReplyResult::Failed(_) => {
-                return Err(StoreError::Backend("a failed attempt is not recorded as a set".into()));
+            ReplyResult::Failed(_) | ReplyResult::Postponed(_) => {
+                return Err(StoreError::Backend("a failed or postponed attempt is not recorded as a set".into()));
             }
         };
         let next: StepState = StepState::Processing.on(event).expect("a processing step takes every reply");

@@ -35,13 +35,14 @@ pub struct ApiMetrics {
 }
 
 /// The engine's counters, by the name of their `event` label.
-fn engine_counters(m: &MetricsSnapshot) -> [(&'static str, u64); 11] {
+fn engine_counters(m: &MetricsSnapshot) -> [(&'static str, u64); 12] {
     [
         ("claimed", m.claimed),
         ("completed", m.completed),
         ("permanent_error", m.permanent_errors),
         ("in_call_retry", m.in_call_retries),
         ("failed", m.failed),
+        ("postponed", m.postponed),
         ("expired", m.expired),
         ("gave_up", m.gave_up),
         ("released", m.released),

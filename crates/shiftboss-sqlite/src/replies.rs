@@ -17,7 +17,7 @@ use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, event_kind a
 
 pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply, policies: &RetryPolicies) -> Result<ReplyOutcome, StoreError> {
     let outcome = match &r.result {
-        ReplyResult::Failed(reason) => record_failure(t, actor, r, reason, policies)?,
+        ReplyResult::Failed(_) | ReplyResult::Postponed(_) => record_failure(t, actor, r, policies)?,
         _ => end_fenced(t, actor, r)?,
     };
     match outcome {
@@ -27,12 +27,12 @@ pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply, policies: &RetryPolicies
 }
 
 /// A failed attempt (M5): the step runs again after its retry policy's next interval, its failure
-/// count one up, or goes to Error when the policy has no try left. `None` when the fence refused it.
+/// count one up, or goes to Error when the policy has no try left. A postponement: it runs again
+/// after the delay asked, with no failure counted. `None` when the fence refused it.
 fn record_failure(
     t: &Tx<'_>,
     actor: &str,
     r: &Reply,
-    reason: &str,
     policies: &RetryPolicies,
 ) -> Result<Option<ReplyOutcome>, StoreError> {
     type Held = (TaskId, String, u32, Option<RetryPolicy>, Option<String>, Option<Timestamp>);
@@ -60,7 +60,8 @@ fn record_failure(
         on_timeout: OnTimeout::Retry,
         deadline_at,
     };
-    let plan = lapse::plan_failure(step, reason, t.now, policies, fastrand::f64());
+    let plan = lapse::plan_reply(step, &r.result, t.now, policies, fastrand::f64())
+        .expect("a failure or a postponement plans the step's next try");
     if !run_now(write_plan(t, r.step_id, task_id, r.lease_token.0, plan, actor))? {
         return Err(StoreError::Backend(format!("fenced update of step {} changed no row", r.step_id)));
     }
@@ -75,7 +76,7 @@ fn end_fenced(t: &Tx<'_>, actor: &str, r: &Reply) -> Result<Option<ReplyOutcome>
     let (event, output, error) = match &r.result {
         ReplyResult::Completed(v) => (StepEvent::Complete, Some(v.to_string()), None),
         ReplyResult::PermanentError(e) => (StepEvent::PermanentError, None, Some(error_text(e))),
-        ReplyResult::Failed(_) => return Ok(None),
+        ReplyResult::Failed(_) | ReplyResult::Postponed(_) => return Ok(None),
     };
     let next = StepState::Processing
         .on(event)

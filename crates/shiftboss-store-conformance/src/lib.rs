@@ -91,6 +91,7 @@ macro_rules! conformance_suite {
                 a_mixed_batch_is_recorded_as_each_reply_alone,
                 a_batch_whose_decides_fork_start_a_child_and_compensate,
                 an_identical_repeat_of_an_applied_reply_is_acknowledged,
+                a_postponed_step_is_claimed_again_after_its_delay_with_no_failure_counted,
             }
             fencing {
                 late_reply_with_the_old_token_is_rejected,

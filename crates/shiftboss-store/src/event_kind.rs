@@ -53,6 +53,8 @@ pub const STEP_SKIPPED: &str = "step.skipped";
 pub const STEP_OVERDUE: &str = "step.overdue";
 /// An agent (a retry job's handler) reported that an attempt failed; the retry policy set the next try.
 pub const STEP_FAILED: &str = "step.failed";
+/// Its agent handed the step back unfinished, to be claimed again after a delay (no failure counted).
+pub const STEP_POSTPONED: &str = "step.postponed";
 /// A worker's log line for a step (Conductor's task execution log); the detail holds it as `log`.
 pub const STEP_LOG: &str = "step.log";
 /// The archiver moved a finished task, its steps and events to the history tables.

@@ -139,6 +139,56 @@ pub fn plan_failure(
     finish(step, failure_count, next, due_at, ev::STEP_FAILED, reason.to_owned(), reason_given_up)
 }
 
+/// Decides for a step its agent handed back unfinished: Pending again, due after `after` (at most
+/// [`crate::MAX_POSTPONE`]), its failure count as it was; Error when that is at or past the step's
+/// total timeout. `why` (the step's `last_error`) is [`postponed_why`], so a repeat of the reply
+/// is told from another.
+pub fn plan_postpone(step: LapsedStep<'_>, after: std::time::Duration, now: Timestamp) -> LapsePlan {
+    let after = after.min(crate::MAX_POSTPONE);
+    let due_at = now.plus(after);
+    let past_deadline = step.deadline_at.is_some_and(|deadline| due_at >= deadline);
+    let next = StepState::Processing
+        .on(StepEvent::Postpone { give_up: past_deadline })
+        .expect("a processing step can always be postponed");
+    let mut p = finish(
+        step,
+        step.failure_count,
+        next,
+        if past_deadline { now } else { due_at },
+        ev::STEP_POSTPONED,
+        postponed_why(after),
+        "its total timeout passed",
+    );
+    if let Some(detail) = p.detail.as_object_mut() {
+        detail.insert("after_ms".into(), json!(after.as_millis() as u64));
+    }
+    p
+}
+
+/// The `last_error` a postponement leaves on its step.
+pub fn postponed_why(after: std::time::Duration) -> String {
+    let after = after.min(crate::MAX_POSTPONE);
+    format!("postponed by its agent for {} ms", after.as_millis())
+}
+
+/// The plan of a reply that sends its step back to Pending (a failed attempt, a postponement);
+/// `None` for a reply that ends the step.
+pub fn plan_reply(
+    step: LapsedStep<'_>,
+    result: &crate::ReplyResult,
+    now: Timestamp,
+    policies: &RetryPolicies,
+    random: f64,
+) -> Option<LapsePlan> {
+    match result {
+        crate::ReplyResult::Failed(reason) => {
+            Some(plan_failure(step, &crate::advance::error_text(reason), now, policies, random))
+        }
+        crate::ReplyResult::Postponed(after) => Some(plan_postpone(step, *after, now)),
+        crate::ReplyResult::Completed(_) | crate::ReplyResult::PermanentError(_) => None,
+    }
+}
+
 fn finish(
     step: LapsedStep<'_>,
     failure_count: u32,
@@ -213,6 +263,24 @@ mod tests {
         let last = plan_failure(step(2), "still refused", now, &policies(), 0.5);
         assert_eq!((last.next, last.failure_count), (StepState::Error, 3));
         assert_eq!(last.alert.unwrap()["error"], "still refused");
+    }
+
+    #[test]
+    fn a_postponed_step_waits_its_delay_and_counts_no_failure() {
+        let now = Timestamp(1_000_000);
+        let p = plan_postpone(step(2), Duration::from_secs(30), now);
+        assert_eq!((p.next, p.failure_count, p.due_at), (StepState::Pending, 2, Timestamp(1_030_000)));
+        assert_eq!((p.kind, p.alert.is_none()), (ev::STEP_POSTPONED, true));
+        assert_eq!((p.detail["after_ms"].as_u64(), p.detail["retry_at"].as_i64()), (Some(30_000), Some(1_030_000)));
+        assert_eq!(p.why, postponed_why(Duration::from_secs(30)));
+        // At or past the total timeout: Error, with the reason.
+        let past = LapsedStep { deadline_at: Some(Timestamp(1_030_000)), ..step(0) };
+        let e = plan_postpone(past, Duration::from_secs(30), now);
+        assert_eq!((e.next, e.failure_count), (StepState::Error, 0));
+        assert_eq!(e.alert.unwrap()["reason"], "its total timeout passed");
+        // A delay longer than the longest is cut to it.
+        let far = plan_postpone(step(0), Duration::from_secs(u64::MAX / 4), now);
+        assert_eq!(far.due_at, now.plus(crate::MAX_POSTPONE));
     }
 
     #[test]

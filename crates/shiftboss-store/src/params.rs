@@ -248,7 +248,15 @@ pub enum ReplyResult {
     /// again after its retry policy's next interval, its failure count one up, or goes to Error
     /// when the policy has no try left.
     Failed(String),
+    /// The agent hands the step back unfinished (Conductor's IN_PROGRESS with
+    /// `callbackAfterSeconds`; a worker that cannot take it now): the step is claimed again after
+    /// this delay, at most [`MAX_POSTPONE`], with no failure counted. A delay that ends at or past
+    /// the step's total timeout sends it to Error.
+    Postponed(std::time::Duration),
 }
+
+/// The longest a reply may postpone its step.
+pub const MAX_POSTPONE: std::time::Duration = std::time::Duration::from_secs(365 * 24 * 3600);
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReplyOutcome {

@@ -112,6 +112,8 @@ pub(crate) struct BatchReply<'a> {
     pub output: Option<&'a Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<BatchFailure<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub postpone_ms: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]

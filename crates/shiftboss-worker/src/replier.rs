@@ -107,10 +107,18 @@ async fn send_batches(client: Client, worker: Arc<str>, waiting: Arc<Mutex<mpsc:
 }
 
 fn as_wire(r: &Ready) -> BatchReply<'_> {
-    let (output, failure) = match &r.answer {
-        Answer::Done(v) => (Some(v), None),
-        Answer::Failed(Failure::Transient(why)) => (None, Some(BatchFailure { reason: why, permanent: false })),
-        Answer::Failed(Failure::Permanent(why)) => (None, Some(BatchFailure { reason: why, permanent: true })),
-    };
-    BatchReply { step_id: &r.step_id, lease_token: &r.lease_token, output, failure }
+    let (mut output, mut failure, mut postpone_ms) = (None, None, None);
+    match &r.answer {
+        Answer::Done(v) => output = Some(v),
+        Answer::Failed(Failure::Transient(why)) => failure = Some(BatchFailure { reason: why, permanent: false }),
+        Answer::Failed(Failure::Permanent(why)) => failure = Some(BatchFailure { reason: why, permanent: true }),
+        // The server takes at most a year; a longer wait is cut to it rather than refused.
+        Answer::Failed(Failure::Postpone(after)) => {
+            postpone_ms = Some((after.as_millis().min(MAX_POSTPONE_MS as u128)) as u64);
+        }
+    }
+    BatchReply { step_id: &r.step_id, lease_token: &r.lease_token, output, failure, postpone_ms }
 }
+
+/// The longest postponement the server takes (a year), in milliseconds.
+const MAX_POSTPONE_MS: u64 = 365 * 24 * 3600 * 1000;

@@ -50,6 +50,10 @@ pub enum Failure {
     Transient(String),
     /// A fault that will not pass: the step goes to Error at once, for an operator.
     Permanent(String),
+    /// Not a fault: not ready yet (a job still running at the service). The step goes back to be
+    /// claimed again, by any worker of its agent type, after this delay (at most a year), with no
+    /// failure counted.
+    Postpone(Duration),
 }
 
 /// What a worker did, counted since it started.
@@ -59,6 +63,8 @@ pub struct WorkerStats {
     pub completed: u64,
     /// Steps answered as failed (transient or permanent).
     pub failed: u64,
+    /// Steps handed back to run again later ([`Failure::Postpone`]).
+    pub postponed: u64,
     /// Steps dropped without an answer: their deadline passed, their lease was lost, or the
     /// answer was refused as stale.
     pub dropped: u64,
@@ -73,6 +79,7 @@ pub struct WorkerStats {
 struct Counters {
     completed: AtomicU64,
     failed: AtomicU64,
+    postponed: AtomicU64,
     dropped: AtomicU64,
     poll_errors: AtomicU64,
     released: AtomicU64,
@@ -88,6 +95,7 @@ impl Counters {
         WorkerStats {
             completed: g(&self.completed),
             failed: g(&self.failed),
+            postponed: g(&self.postponed),
             dropped: g(&self.dropped),
             poll_errors: g(&self.poll_errors),
             released: g(&self.released),
@@ -276,16 +284,19 @@ impl StepRun {
             return;
         };
         let step = &self.step;
-        let done = outcome.is_ok();
+        let counter = match &outcome {
+            Ok(_) => &self.counters.completed,
+            Err(Failure::Postpone(_)) => &self.counters.postponed,
+            Err(_) => &self.counters.failed,
+        };
         let answer = match outcome {
             Ok(output) => Answer::Done(output),
             Err(failure) => Answer::Failed(failure),
         };
         let ready = Ready { step_id: step.step_id.clone(), lease_token: step.lease_token.clone(), answer };
-        match (self.replier.send(ready).await, done) {
-            (Ok(()), true) => Counters::add(&self.counters.completed),
-            (Ok(()), false) => Counters::add(&self.counters.failed),
-            (Err(e), _) => {
+        match self.replier.send(ready).await {
+            Ok(()) => Counters::add(counter),
+            Err(e) => {
                 tracing::warn!(step = %step.step_id, error = %e, "the step's answer was not taken");
                 Counters::add(&self.counters.dropped);
             }

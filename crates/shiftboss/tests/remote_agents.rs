@@ -225,6 +225,67 @@ async fn a_late_reply_after_the_lease_lapsed_is_refused(db: String, logs: &Path)
     assert_eq!(api.task(&id).await["state"], "completed");
 }
 
+/// A worker hands a step back (not ready yet): it is not claimable until its delay has passed
+/// (though the workflow's retry policy would wait 100 ms), comes back to a waiting long poll then
+/// as a new attempt with no failure counted, its progress kept while it waited; the old lease's
+/// postponement is refused; a delay past the longest, or a batch reply with two answers, is 422.
+async fn a_postponed_step_comes_back_after_its_delay(db: String, logs: &Path) {
+    let (_p, api) = started(&db, logs).await;
+    api.register("30s", None).await;
+    let id = api.submit("later-1", json!({}), 0).await;
+    let first = api.poll("w1", 1, 5_000).await.remove(0);
+    let step = first["step_id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/agents/steps/{step}/postpone");
+    let (s, v) =
+        api.post(&path, json!({"lease_token": first["lease_token"], "after_ms": 365u64 * 24 * 3600 * 1000 + 1})).await;
+    assert_eq!((s, v["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_input")), "{v}");
+    let asked = Instant::now();
+    let body =
+        json!({"lease_token": first["lease_token"], "after_ms": 1500, "progress": {"job": "J-9"}, "worker": "w1"});
+    let (s, v) = api.post(&path, body.clone()).await;
+    assert_eq!(
+        (s, v["repeated"].as_bool(), v["task_state"].as_str()),
+        (StatusCode::OK, Some(false), Some("running")),
+        "{v}"
+    );
+    let (s, v) = api.post(&path, body).await;
+    assert_eq!((s, v["repeated"].as_bool()), (StatusCode::OK, Some(true)), "the identical repeat: {v}");
+    let t = api.task(&id).await;
+    let s0 = &t["steps"][0];
+    assert_eq!((s0["state"].as_str(), s0["failure_count"].as_u64()), (Some("pending"), Some(0)), "{t}");
+    assert_eq!(s0["progress"]["job"], "J-9", "its progress is kept while it waits: {t}");
+    assert!(api.poll("w2", 1, 0).await.is_empty(), "claimable before its delay ended");
+    let mut again = Vec::new();
+    while again.is_empty() {
+        assert!(asked.elapsed() < Duration::from_secs(20), "the step never came back");
+        again = api.poll("w2", 1, 5_000).await;
+    }
+    assert!(asked.elapsed() >= Duration::from_millis(1500), "came back after {:?}", asked.elapsed());
+    let again = again.remove(0);
+    assert_eq!((again["step_id"].as_str(), again["attempt"].as_u64()), (Some(step.as_str()), Some(2)));
+    assert_ne!(again["lease_token"], first["lease_token"]);
+    let (s, v) = api.post(&path, json!({"lease_token": first["lease_token"], "after_ms": 0})).await;
+    assert_eq!((s, v["code"].as_str()), (StatusCode::CONFLICT, Some("lease_lost")), "the old lease's: {v}");
+    let twice =
+        json!({"replies": [{"step_id": step, "lease_token": again["lease_token"], "output": {}, "postpone_ms": 5}]});
+    let (s, v) = api.post("/v1/agents/replies", twice).await;
+    assert_eq!((s, v["results"][0]["outcome"].as_str()), (StatusCode::OK, Some("invalid")), "{v}");
+    let done = format!("/v1/agents/steps/{step}/complete");
+    let (s, v) = api.post(&done, json!({"lease_token": again["lease_token"], "output": {"by": "w2"}})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let t = api.task(&id).await;
+    assert_eq!((t["state"].as_str(), t["steps"][0]["failure_count"].as_u64()), (Some("completed"), Some(0)), "{t}");
+    let (s, v) = api.get(&format!("/v1/tasks/{id}/events")).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let postponed: Vec<&Value> =
+        v["items"].as_array().unwrap().iter().filter(|e| e["kind"] == "step.postponed").collect();
+    assert_eq!(postponed.len(), 1, "one step.postponed event: {v}");
+    assert_eq!(
+        (postponed[0]["actor"].as_str(), postponed[0]["detail"]["after_ms"].as_u64()),
+        (Some("worker:w1"), Some(1500))
+    );
+}
+
 /// `shiftboss workers list` and `release`, on the store (`--db`) and through the API (`--server`).
 async fn workers_by_the_cli(db: String, logs: &Path) {
     let (p, api) = started(&db, logs).await;
@@ -452,6 +513,7 @@ on_both_stores!(a_late_reply_after_the_lease_lapsed_is_refused, late_reply_on_sq
 on_both_stores!(a_restarted_worker_takes_back_what_it_held, restarted_worker_on_sqlite, restarted_worker_on_postgres);
 on_both_stores!(workers_by_the_cli, workers_cli_on_sqlite, workers_cli_on_postgres);
 on_both_stores!(a_batch_of_replies_answers_each_on_its_own, batch_replies_on_sqlite, batch_replies_on_postgres);
+on_both_stores!(a_postponed_step_comes_back_after_its_delay, postponed_on_sqlite, postponed_on_postgres);
 on_both_stores!(
     the_python_worker_finishes_tasks_and_survives_a_kill,
     python_worker_on_sqlite,

@@ -16,9 +16,11 @@
 //!
 //! A poll that stops waiting (its store ring, its due time, its deadline) takes its offer back; if
 //! a writer had taken it, the poll waits for that writer's answer instead, so that steps claimed
-//! for it are handed out, not dropped. What is still lost: a poll whose HTTP request ends (the
-//! worker went away) after a writer took its offer; the steps claimed for it come back when
-//! their lease lapses at complete-by, as for a claim whose answer was lost.
+//! for it are handed out, not dropped. A poll whose HTTP request ended (the worker went away)
+//! after a writer took its offer is found gone when the writer answers it: the writer hands the
+//! steps claimed for it back to the queue at once (a postponement of 0, fenced by their tokens).
+//! What is still lost is a poll that goes after it took its steps and before its HTTP answer left:
+//! those come back when their lease lapses at complete-by, as for any claim whose answer was lost.
 
 use shiftboss_store::{ClaimDueSteps, ClaimedStep};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,17 +42,11 @@ pub(crate) struct Offer {
 }
 
 impl Offer {
-    /// Hands the claimed steps to the poll. A poll that has gone leaves them to lapse at their
-    /// complete-by (see the module's text).
-    pub(crate) fn answer(self, steps: Vec<ClaimedStep>) {
-        if let Err(steps) = self.answer.send(steps)
-            && !steps.is_empty()
-        {
-            tracing::debug!(
-                steps = steps.len(),
-                "a poll went away before its handed steps reached it; they lapse at complete-by"
-            );
-        }
+    /// Hands the claimed steps to the poll; gives them back when the poll has gone, for the
+    /// writer to return to the queue (see the module's text).
+    #[must_use = "steps a poll did not take must be handed back"]
+    pub(crate) fn answer(self, steps: Vec<ClaimedStep>) -> Vec<ClaimedStep> {
+        self.answer.send(steps).err().unwrap_or_default()
     }
 }
 
@@ -128,7 +124,7 @@ impl Offered {
 
     /// Takes the offer back: no steps when no writer had taken it. When one had, waits for its
     /// answer until `until` (its transaction is bounded by the store's own timeout; past `until`
-    /// its steps, if any, lapse at complete-by).
+    /// the writer finds the poll gone and hands its steps, if any, back to the queue).
     pub async fn withdraw(mut self, until: tokio::time::Instant) -> Vec<ClaimedStep> {
         if self.take_back() {
             return Vec::new();
@@ -209,12 +205,36 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished(), "the poll waits for the writer that took its offer");
         let answered = offers.into_iter().next().unwrap();
-        answered.answer(Vec::new());
+        assert!(answered.answer(Vec::new()).is_empty(), "a waiting poll takes what it is handed");
         assert!(waiting.await.unwrap().is_empty());
 
         // A dropped offer is taken back.
         drop(h.offer(claim("c", &["pay"], &[])));
         assert!(h.take().is_empty());
+    }
+
+    #[tokio::test]
+    async fn steps_for_a_poll_that_went_away_come_back_to_the_writer() {
+        let h = Arc::new(Handoff::default());
+        let gone = h.offer(claim("a", &["pay"], &[]));
+        let offers = h.take();
+        drop(gone);
+        let step = ClaimedStep {
+            id: shiftboss_core::StepId(7),
+            task_id: shiftboss_core::TaskId(3),
+            task_key: "order-3".into(),
+            name: "pay".into(),
+            agent: "pay".into(),
+            lease_token: shiftboss_core::LeaseToken(2),
+            complete_by: shiftboss_core::Timestamp(10_000),
+            claimed_at: shiftboss_core::Timestamp(0),
+            attempt: 1,
+            input: serde_json::json!({}),
+            config: serde_json::json!({}),
+            idempotency_key: "k".into(),
+        };
+        let back = offers.into_iter().next().unwrap().answer(vec![step]);
+        assert_eq!(back.iter().map(|s| s.id).collect::<Vec<_>>(), [shiftboss_core::StepId(7)]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -300,6 +300,7 @@ fn moment(e: &shiftboss_core::model::EventRecord) -> String {
         ev::STEP_RELEASED => "released: its holder restarted".to_owned(),
         ev::STEP_UNCLAIMED => "not claimed within its claim timeout".to_owned(),
         ev::STEP_FAILED => "the attempt failed".to_owned(),
+        ev::STEP_POSTPONED => format!("handed back by {} to run again later", e.actor),
         ev::STEP_ERROR => "went to Error".to_owned(),
         ev::STEP_OVERDUE => "overdue; its policy only alerts".to_owned(),
         ev::STEP_RESUBMITTED => format!("resubmitted by {}", e.actor),

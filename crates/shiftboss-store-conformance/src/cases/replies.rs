@@ -279,3 +279,60 @@ pub async fn a_batch_whose_decides_fork_start_a_child_and_compensate<F: Fixture>
     let due = h.claim_all("s1").await;
     assert_eq!(Harness::<F::Store>::names(&due), ["a", "b", "charge", "release", "work"]);
 }
+
+/// A postponement hands the step back unfinished: pending, not claimable until its delay has
+/// passed, its failure count and retry policy untouched (the policy's 100 ms is not what it
+/// waits), fenced like any reply, its repeat acknowledged, and claimed again after the delay
+/// under a new lease. One whose delay ends at or past the step's total timeout sends it to Error.
+pub async fn a_postponed_step_is_claimed_again_after_its_delay_with_no_failure_counted<F: Fixture>(f: F) {
+    let h = Harness::open(&f).await;
+    h.register(&retrying()).await;
+    let task = h.submit("later-1", "retrying", 0).await;
+    let c = h.claim_one("s1").await;
+    let later = || ReplyResult::Postponed(secs(30));
+    let out = h.reply("s1", c.id, c.lease_token, later()).await;
+    assert_eq!(out, ReplyOutcome::Applied { task_state: TaskState::Running, scheduled: 0 });
+    let s = h.step(task, c.id).await;
+    assert_eq!((s.state, s.failure_count, s.locked_by.as_deref()), (StepState::Pending, 0, None));
+    assert_eq!(s.last_error.as_deref(), Some(shiftboss_store::lapse::postponed_why(secs(30)).as_str()));
+    let events = h.task(task).await.events;
+    let e = step_events(&events, c.id, ev::STEP_POSTPONED).next().expect("a step.postponed event");
+    assert_eq!((e.actor.as_str(), e.detail["after_ms"].as_u64()), ("s1", Some(30_000)));
+    assert_eq!(e.detail["retry_at"].as_i64(), Some(h.now().plus(secs(30)).0));
+
+    // The identical repeat (its answer lost) changes nothing; another delay is no repeat.
+    let before = h.snapshot().await;
+    let again = h.reply("s1", c.id, c.lease_token, later()).await;
+    assert_eq!(again, ReplyOutcome::AlreadyApplied { task_state: TaskState::Running });
+    assert_eq!(h.snapshot().await, before, "a repeat writes nothing");
+    let other = h.reply("s1", c.id, c.lease_token, ReplyResult::Postponed(secs(5))).await;
+    assert!(matches!(other, ReplyOutcome::Rejected { .. }), "another delay is no repeat: {other:?}");
+
+    // Not due until the delay has passed, though the retry policy would wait 100 ms.
+    h.advance(ms(29_900));
+    assert!(h.claim("s1", &[WORKER], 10).await.is_empty(), "claimed before its delay ended");
+    h.advance(ms(100));
+    let next = h.claim_one("s2").await;
+    assert_eq!((next.id, next.attempt), (c.id, c.attempt + 1));
+    assert_ne!(next.lease_token, c.lease_token);
+    let stale = h.reply("s1", c.id, c.lease_token, later()).await;
+    assert!(matches!(stale, ReplyOutcome::Rejected { .. }), "the old lease's postponement: {stale:?}");
+    assert_eq!(h.step(task, c.id).await.state, StepState::Processing, "the new claim holds it still");
+    let done = h.complete("s2", &next, json!({"done": true})).await;
+    assert_eq!(done, ReplyOutcome::Applied { task_state: TaskState::Completed, scheduled: 0 });
+    assert_eq!(h.step(task, c.id).await.failure_count, 0);
+
+    // Past the total timeout: Error, with an alert, rather than a wait that cannot end in time.
+    h.register(&def(json!({"name": "bounded", "steps": [
+        {"name": "pay", "agent": WORKER, "timeout": "10s", "total_timeout": "60s"}]})))
+        .await;
+    let bounded = h.submit("later-2", "bounded", 0).await;
+    let c = h.claim_one("s1").await;
+    let out = h.reply("s1", c.id, c.lease_token, ReplyResult::Postponed(secs(60))).await;
+    assert_eq!(out, ReplyOutcome::Applied { task_state: TaskState::Failed, scheduled: 0 });
+    let s = h.step(bounded, c.id).await;
+    assert_eq!((s.state, s.failure_count), (StepState::Error, 0));
+    let events = h.task(bounded).await.events;
+    let alert = step_events(&events, c.id, ev::STEP_ERROR).next().expect("an alert");
+    assert_eq!((alert.level, alert.detail["reason"].as_str()), (EventLevel::Alert, Some("its total timeout passed")));
+}

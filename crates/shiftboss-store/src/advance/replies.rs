@@ -55,6 +55,7 @@ pub async fn refuse_reply<T: WriteTx>(t: &T, actor: &str, r: &Reply) -> Result<R
             ReplyResult::Completed(_) => StepEvent::Complete,
             ReplyResult::PermanentError(_) => StepEvent::PermanentError,
             ReplyResult::Failed(_) => StepEvent::Fail { give_up: false },
+            ReplyResult::Postponed(_) => StepEvent::Postpone { give_up: false },
         };
         match step.state.on(event) {
             Err(e) => format!("the step is {}, no longer processing: {e}", step.state),
@@ -81,6 +82,11 @@ fn is_repeat(step: &RepliedStep, r: &Reply) -> bool {
         ReplyResult::Failed(reason) => {
             matches!(step.state, StepState::Pending | StepState::Error)
                 && step.last_error.as_deref() == Some(error_text(reason).as_str())
+        }
+        // Back in the queue until its delay ends, or in Error past its total timeout.
+        ReplyResult::Postponed(after) => {
+            matches!(step.state, StepState::Pending | StepState::Error)
+                && step.last_error.as_deref() == Some(error_text(&crate::lapse::postponed_why(*after)).as_str())
         }
     }
 }

@@ -41,12 +41,17 @@ pub async fn replies(
             detail: Some(detail),
         };
         let parsed = step_and_token(&r.step_id, &r.lease_token);
-        let result = match (r.output, r.failure) {
-            (Some(_), Some(_)) => Err("give output or failure, not both".to_owned()),
-            (_, Some(f)) if f.reason.trim().is_empty() => Err("failure.reason: say why the attempt failed".to_owned()),
-            (_, Some(f)) if f.permanent => Ok(ReplyResult::PermanentError(f.reason)),
-            (_, Some(f)) => Ok(ReplyResult::Failed(f.reason)),
-            (output, None) => Ok(ReplyResult::Completed(output.unwrap_or_else(|| serde_json::json!({})))),
+        let result = match (r.output, r.failure, r.postpone_ms) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) | (_, Some(_), Some(_)) => {
+                Err("give one of output, failure and postpone_ms".to_owned())
+            }
+            (_, Some(f), _) if f.reason.trim().is_empty() => {
+                Err("failure.reason: say why the attempt failed".to_owned())
+            }
+            (_, Some(f), _) if f.permanent => Ok(ReplyResult::PermanentError(f.reason)),
+            (_, Some(f), _) => Ok(ReplyResult::Failed(f.reason)),
+            (_, _, Some(ms)) => super::replies::postponement(ms).map_err(|e| e.detail),
+            (output, None, None) => Ok(ReplyResult::Completed(output.unwrap_or_else(|| serde_json::json!({})))),
         };
         match (parsed, result) {
             (Ok((step_id, lease_token)), Ok(result)) => {

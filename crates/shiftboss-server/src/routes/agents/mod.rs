@@ -25,6 +25,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(replies::heartbeat))
         .routes(routes!(replies::complete))
         .routes(routes!(replies::fail))
+        .routes(routes!(replies::postpone))
         .routes(routes!(batch::replies))
         .routes(routes!(workers::list_workers))
         .routes(routes!(workers::release_worker))

@@ -1,7 +1,7 @@
 //! A worker's answers for a step it holds: heartbeat, complete, fail. Each carries the claim's
 //! lease token; the store's fence decides, so a stale token changes nothing.
 
-use super::wire::{CompleteRequest, FailRequest, HeartbeatAnswer, HeartbeatRequest, ReplyAnswer};
+use super::wire::{CompleteRequest, FailRequest, HeartbeatAnswer, HeartbeatRequest, PostponeRequest, ReplyAnswer};
 use crate::auth::Principal;
 use crate::error::{ApiError, Problem};
 use crate::json::Json;
@@ -11,7 +11,8 @@ use crate::wire::{parse_id, time};
 use axum::extract::State;
 use axum::http::StatusCode;
 use shiftboss_core::{InstanceId, LeaseToken, StepId};
-use shiftboss_store::{ExtendLease, Reply, ReplyOutcome, ReplyResult, StoreError};
+use shiftboss_store::{ExtendLease, MAX_POSTPONE, Reply, ReplyOutcome, ReplyResult, StoreError};
+use std::time::Duration;
 
 /// Who a reply is recorded as: `worker:<id>` when the worker names itself, else the token's name.
 pub(crate) fn actor(principal: &Principal, worker: Option<&str>) -> Result<InstanceId, ApiError> {
@@ -110,6 +111,53 @@ pub async fn fail(
     }
     let result = if f.permanent { ReplyResult::PermanentError(f.reason) } else { ReplyResult::Failed(f.reason) };
     reply(&state, &principal, f.worker.as_deref(), Reply { step_id, lease_token, result }).await
+}
+
+/// Hands the step back unfinished: it is claimed again (by any worker of its agent type) once
+/// `after_ms` has passed, with no failure counted and its retry policy untouched (Conductor's
+/// IN_PROGRESS with `callbackAfterSeconds`). A delay that ends at or past the step's total
+/// timeout sends it to Error. The lease token fences it as `complete` is fenced.
+#[utoipa::path(post, path = "/v1/agents/steps/{id}/postpone", tag = "agents",
+    params(("id" = String, Path)), request_body = PostponeRequest,
+    security(("token" = ["agent"])),
+    responses((status = 200, body = ReplyAnswer), (status = 404, body = Problem),
+        (status = 409, description = "lease_lost: the token is not the step's lease", body = Problem),
+        (status = 422, body = Problem), (status = 503, body = Problem)))]
+pub async fn postpone(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    Json(p): Json<PostponeRequest>,
+) -> Result<Json<ReplyAnswer>, ApiError> {
+    let (step_id, lease_token) = step_and_token(&id, &p.lease_token)?;
+    let result = postponement(p.after_ms)?;
+    keep_progress(&state, step_id, lease_token, p.progress).await?;
+    reply(&state, &principal, p.worker.as_deref(), Reply { step_id, lease_token, result }).await
+}
+
+/// A postponement of `ms` milliseconds, within the longest the store takes.
+pub(crate) fn postponement(ms: u64) -> Result<ReplyResult, ApiError> {
+    let after = Duration::from_millis(ms);
+    if after > MAX_POSTPONE {
+        return Err(ApiError::invalid(format!("after_ms: at most {} (a year)", MAX_POSTPONE.as_millis())));
+    }
+    Ok(ReplyResult::Postponed(after))
+}
+
+/// Keeps a report of progress that comes with a postponement on the step, as a heartbeat keeps
+/// it, before the reply hands the step back. A refused heartbeat is left for the reply to answer
+/// (`lease_lost`, or an identical repeat).
+pub(crate) async fn keep_progress(
+    state: &AppState,
+    step_id: StepId,
+    lease_token: LeaseToken,
+    progress: Option<serde_json::Value>,
+) -> Result<(), ApiError> {
+    let Some(progress) = progress.filter(|p| !p.is_null()) else { return Ok(()) };
+    match state.store().extend_lease(ExtendLease { step_id, lease_token, progress: Some(progress) }).await {
+        Ok(_) | Err(StoreError::Conflict(_)) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 pub(crate) async fn reply(

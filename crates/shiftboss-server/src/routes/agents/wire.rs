@@ -123,6 +123,22 @@ pub struct FailRequest {
     pub worker: Option<String>,
 }
 
+/// A step handed back unfinished, to be claimed again after a delay.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PostponeRequest {
+    /// The token of the claim.
+    pub lease_token: String,
+    /// How long until the step may be claimed again, in milliseconds (0: at once; at most a year).
+    pub after_ms: u64,
+    /// What the worker says of its work so far, kept on the step as a heartbeat's progress is.
+    #[serde(default)]
+    pub progress: Option<Value>,
+    /// The worker's id, for the event log (default: the token's name).
+    #[serde(default)]
+    pub worker: Option<String>,
+}
+
 /// What a reply did.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ReplyAnswer {
@@ -188,18 +204,22 @@ pub struct ReplyBatch {
     pub replies: Vec<BatchReply>,
 }
 
-/// One reply of a batch: `output` for a step done, or `failure` for a failed attempt.
+/// One reply of a batch: `output` for a step done, `failure` for a failed attempt, or
+/// `postpone_ms` for a step handed back unfinished (one of the three).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchReply {
     pub step_id: String,
     pub lease_token: String,
-    /// The step's output, when it is done (`{}` when neither this nor `failure` is given).
+    /// The step's output, when it is done (`{}` when none of the three is given).
     #[serde(default)]
     pub output: Option<Value>,
     /// Why the attempt failed, instead of an output.
     #[serde(default)]
     pub failure: Option<BatchFailure>,
+    /// Hands the step back, to be claimed again after this many milliseconds, as `postpone` does.
+    #[serde(default)]
+    pub postpone_ms: Option<u64>,
 }
 
 /// A failed attempt, as `fail` takes it.

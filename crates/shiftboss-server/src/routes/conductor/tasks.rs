@@ -111,8 +111,10 @@ pub async fn batch_poll(
 
 /// A worker's update of a task it polled. COMPLETED: the step is done with `outputData`.
 /// FAILED: a failed attempt (retried by the step's policy). FAILED_WITH_TERMINAL_ERROR: the
-/// step fails for good. IN_PROGRESS (with `extendLease`, or `callbackAfterSeconds`): a
-/// heartbeat that moves the claim's complete-by on. Answers the task id as text; 409 when the
+/// step fails for good. IN_PROGRESS with `callbackAfterSeconds` (and no `extendLease`): the
+/// task goes back to the queue, polled again after that many seconds, with no failure counted.
+/// Other IN_PROGRESS updates (`extendLease`, the SDKs' lease trackers): a heartbeat that moves
+/// the claim's complete-by on. Answers the task id as text; 409 when the
 /// claim is no longer the step's (lapsed, taken again, or ended): nothing changed.
 #[utoipa::path(post, path = "/api/tasks", tag = "conductor", request_body = TaskResult,
     security(("token" = ["agent"])),
@@ -148,9 +150,22 @@ pub async fn update(
             // Conductor keeps an IN_PROGRESS update's outputData on the task: here, the step's progress.
             let progress =
                 r.output_data.clone().filter(|v| !v.is_null() && v.as_object().is_none_or(|m| !m.is_empty()));
-            let answer = heartbeat(&state, &r.task_id, ExtendLease { step_id, lease_token, progress }).await?;
-            keep_logs(&state, logs).await;
-            return Ok(answer);
+            match r.callback_after_seconds.filter(|s| *s > 0 && !r.extend_lease) {
+                // Back to the queue, polled again after that many seconds (Conductor's callback);
+                // the lease trackers' `extendLease` updates stay heartbeats.
+                Some(seconds) => {
+                    // Conductor sets no bound: a longer callback waits the longest the store takes.
+                    let seconds = (seconds as u64).min(shiftboss_store::MAX_POSTPONE.as_secs());
+                    let result = replies::postponement(seconds * 1000)?;
+                    replies::keep_progress(&state, step_id, lease_token, progress).await?;
+                    result
+                }
+                None => {
+                    let answer = heartbeat(&state, &r.task_id, ExtendLease { step_id, lease_token, progress }).await?;
+                    keep_logs(&state, logs).await;
+                    return Ok(answer);
+                }
+            }
         }
         other => {
             return Err(ApiError::bad_request(format!(

@@ -232,7 +232,8 @@ pub struct TaskResult {
     pub output_data: Option<Value>,
     #[serde(default)]
     pub reason_for_incompletion: Option<String>,
-    /// With IN_PROGRESS: read as a heartbeat (see docs/conductor-api.md).
+    /// With IN_PROGRESS and more than 0 (and no `extendLease`): the task goes back to the queue,
+    /// polled again after that many seconds.
     #[serde(default)]
     pub callback_after_seconds: Option<i64>,
     /// With IN_PROGRESS: a heartbeat that extends the lease.
