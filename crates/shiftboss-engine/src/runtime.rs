@@ -264,6 +264,27 @@ mod tests {
         assert!(matches!(out, Some(ReplyResult::Completed(v)) if v == "done"), "the moved deadline let it finish");
     }
 
+    struct NotYet;
+
+    #[async_trait]
+    impl Agent for NotYet {
+        async fn call(&self, _call: &AgentCall) -> Result<serde_json::Value, AgentError> {
+            Err(AgentError::Postpone(Duration::from_secs(30)))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_postponement_is_answered_at_once_not_retried_nor_judged() {
+        let m = Metrics::default();
+        // A strategy that would give up on any error: a postponement is not an error it judges.
+        let strict = |_e: Exception<'_>| Verdict::GaveUp("judged".into());
+        let out =
+            run_step(&NotYet, Some(&strict), call(Duration::from_secs(2)), "svc", &breakers(1), Backoff::default(), &m)
+                .await;
+        assert!(matches!(out, Some(ReplyResult::Postponed(d)) if d == Duration::from_secs(30)), "{out:?}");
+        assert_eq!(m.snapshot().in_call_retries, 0, "not retried within the call");
+    }
+
     fn breakers(threshold: u32) -> Breakers {
         Breakers::new(BreakerConfig { failure_threshold: threshold, open_for: Duration::from_millis(200) })
     }

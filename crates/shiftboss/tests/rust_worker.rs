@@ -62,6 +62,7 @@ impl Handler for Parcels {
         match step.input["then"].as_str() {
             Some("flaky") if step.attempt == 1 => Err(Failure::Transient("the carrier is busy".into())),
             Some("broken") => Err(Failure::Permanent("no such address".into())),
+            Some("later") if step.attempt == 1 => Err(Failure::Postpone(Duration::from_millis(300))),
             _ => Ok(json!({"parcel": step.input["n"], "attempt": step.attempt, "key": step.task_key})),
         }
     }
@@ -88,6 +89,7 @@ async fn finishes_tasks_within_its_concurrency(db: String, logs: &Path) {
     }
     let flaky = api.submit("p-flaky", json!({"n": 10, "then": "flaky"}), 0).await;
     let broken = api.submit("p-broken", json!({"n": 11, "then": "broken"}), 0).await;
+    let later = api.submit("p-later", json!({"n": 12, "then": "later"}), 0).await;
     for (n, id) in ids.iter().enumerate() {
         api.wait_state(id, "completed").await;
         let t = api.task(id).await;
@@ -96,11 +98,14 @@ async fn finishes_tasks_within_its_concurrency(db: String, logs: &Path) {
     api.wait_state(&flaky, "completed").await;
     assert_eq!(api.task(&flaky).await["output"]["attempt"], 2, "retried after the transient failure");
     api.wait_state(&broken, "failed").await;
+    api.wait_state(&later, "completed").await;
+    let t = api.task(&later).await;
+    assert_eq!((t["output"]["attempt"].as_u64(), t["steps"][0]["failure_count"].as_u64()), (Some(2), Some(0)), "{t}");
     let most = parcels.most.load(Ordering::SeqCst);
     assert!((1..=3).contains(&most), "at most 3 steps at once, held {most}");
     stop.send(()).unwrap();
     let stats = run.await.unwrap().unwrap();
-    assert_eq!((stats.completed, stats.failed, stats.dropped), (11, 2, 0), "{stats:?}");
+    assert_eq!((stats.completed, stats.failed, stats.postponed, stats.dropped), (12, 2, 1, 0), "{stats:?}");
 }
 
 async fn heartbeats_keep_a_long_step(db: String, logs: &Path) {
