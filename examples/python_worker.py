@@ -3,7 +3,7 @@
 
 It long-polls `POST /v1/agents/poll` for the steps of one agent type, runs each in a thread of
 its own, heartbeats while a step runs long, and completes or fails it under the claim's lease
-token. See docs/worker-protocol.md for the protocol.
+token, or hands it back to run again later. See docs/worker-protocol.md for the protocol.
 
     SHIFTBOSS_TOKEN=sbt_... python3 examples/python_worker.py \
         --server http://127.0.0.1:8080 --agent ship --worker py-1 --capacity 4
@@ -13,6 +13,8 @@ step's input:
   - {"sleep_s": N}: works for N seconds, heartbeating meanwhile (on the first attempt only when
     "only_first_attempt" is true, so that a retry after a crash finishes at once);
   - {"fail": "transient" | "permanent"}: fails the attempt that way;
+  - {"later_s": N}: not ready yet on the first attempt: hands the step back, to be claimed again
+    after N seconds with no failure counted (`postpone`);
   - anything else: completes with {"shipped": <task key>, "worker": <worker id>, "attempt": n}.
 
 SIGTERM or SIGINT: stop polling, finish the steps held, answer for them, exit 0.
@@ -203,8 +205,11 @@ class Worker:
             return
 
     def handle(self, step, lost):
-        """The work of the agent type. Returns ("complete", {"output": ...}) or ("fail", {...})."""
+        """The work of the agent type. Returns ("complete", {"output": ...}), ("fail", {...}) or
+        ("postpone", {"after_ms": ...})."""
         data = step["input"] if isinstance(step["input"], dict) else {}
+        if "later_s" in data and step["attempt"] == 1:
+            return ("postpone", {"after_ms": int(float(data["later_s"]) * 1000)})
         sleep_s = float(data.get("sleep_s", 0))
         if data.get("only_first_attempt") and step["attempt"] > 1:
             sleep_s = 0

@@ -444,6 +444,11 @@ async fn the_python_worker_finishes_tasks_and_survives_a_kill(db: String, logs: 
     // A permanent failure puts the step in Error and fails the task.
     let failing = api.submit("py-fail", json!({"fail": "permanent"}), 0).await;
     api.wait_state(&failing, "failed").await;
+    // A step not ready yet is handed back and done on its second attempt, no failure counted.
+    let later = api.submit("py-later", json!({"later_s": 0.3}), 0).await;
+    api.wait_state(&later, "completed").await;
+    let t = api.task(&later).await;
+    assert_eq!((t["output"]["attempt"].as_u64(), t["steps"][0]["failure_count"].as_u64()), (Some(2), Some(0)), "{t}");
     assert_eq!(py.terminate().code(), Some(0), "SIGTERM: the worker finishes and exits 0");
 
     // Long steps (work for 60 s on the first attempt): the worker takes two and heartbeats.
