@@ -54,9 +54,11 @@ def shout(text: str):
     # Each task's first poll hands it back for a second (TaskInProgress: an IN_PROGRESS update with
     # callbackAfterSeconds), as a worker whose job is still running at a service does: the server
     # hands it out again after that, with no failure counted.
-    if get_task_context().get_poll_count() < 2:
+    ctx = get_task_context()
+    if ctx.get_poll_count() < 2:
         return TaskInProgress(callback_after_seconds=1, output={"stage": "queued"})
-    return {"message": text.upper() + "!"}
+    # Polled again, the task carries the outputData its first poll kept.
+    return {"message": text.upper() + "!", "seen": ctx.task.output_data}
 
 
 def wait_for(what, probe, deadline=DEADLINE):
@@ -198,6 +200,8 @@ def main():
             check(done.output == {"message": f"HELLO {name}!".upper()}, f"workflow {wf}'s output: {done.output}")
             check([t.status for t in done.tasks] == ["COMPLETED", "COMPLETED"], f"workflow {wf}'s tasks completed")
             shouted = done.tasks[1]
+            check(shouted.output_data.get("seen") == {"stage": "queued"},
+                  f"workflow {wf}'s shout, polled again, carried the outputData its first poll kept: {shouted.output_data}")
             check(shouted.poll_count == 2 and shouted.retry_count == 0,
                   f"workflow {wf}'s shout was polled again after its callback, no retry counted: "
                   f"pollCount {shouted.poll_count}, retryCount {shouted.retry_count}")

@@ -71,8 +71,8 @@ impl Progress {
     }
 
     /// Reports progress with what the agent says of its work so far (JSON, such as
-    /// `{"copied": 3400, "of": 10000}`): kept on the step, shown by the API and the console,
-    /// until the next claim. Otherwise as [`Progress::report`].
+    /// `{"copied": 3400, "of": 10000}`): kept on the step, shown by the API and the console, and
+    /// handed to the step's next attempt with its claim. Otherwise as [`Progress::report`].
     pub async fn report_with(&self, progress: serde_json::Value) -> Result<Timestamp, StoreError> {
         self.send(Some(progress)).await
     }

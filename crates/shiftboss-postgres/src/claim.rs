@@ -136,12 +136,11 @@ WITH clock AS MATERIALIZED (
 ), {pick}, claimed AS (
     UPDATE steps s SET state = 'processing', locked_by = $1,
            complete_by = least(c.now + least(s.timeout_ms, coalesce(s.response_timeout_ms, s.timeout_ms)), s.deadline_at),
-           claimed_at = c.now, lease_token = s.lease_token + 1 + floor(random() * 2147483648)::bigint, attempts = s.attempts + 1, updated_at = c.now,
-           progress = NULL
+           claimed_at = c.now, lease_token = s.lease_token + 1 + floor(random() * 2147483648)::bigint, attempts = s.attempts + 1, updated_at = c.now
       FROM clock c
      WHERE s.id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING s.id, s.task_id, s.name, s.agent, s.lease_token, s.complete_by, s.attempts, s.input, s.config,
-              s.idempotency_key
+              s.idempotency_key, s.progress
 ), recorded AS (
     INSERT INTO events (task_id, step_id, at, kind, level, actor, detail)
     SELECT task_id, id, (SELECT now FROM clock), $5, 'info', $1,
@@ -152,7 +151,7 @@ WITH clock AS MATERIALIZED (
     SELECT CASE WHEN $8 AND (SELECT count(*) FROM claimed) < $4 THEN {next} END AS at FROM clock
 )
 SELECT c.now, n.at, s.id, s.task_id, s.name, s.agent, s.lease_token, s.complete_by, s.attempts, s.input, s.config,
-       s.idempotency_key, (SELECT t.task_key FROM tasks t WHERE t.id = s.task_id){out_extra}
+       s.idempotency_key, (SELECT t.task_key FROM tasks t WHERE t.id = s.task_id), s.progress{out_extra}
   FROM clock c CROSS JOIN next n LEFT JOIN claimed s ON true",
         next = next_claimable_expr("now", "$3", "$6", "$7")
     )
@@ -231,8 +230,8 @@ async fn run_claim(
     let now = Timestamp(get(first, 0)?);
     let next_due = get::<Option<i64>>(first, 1)?.map(Timestamp);
     let from_front = match floor {
-        // The column after the claimed step's (`claimed_step` reads 2..=12).
-        Some(_) => get::<bool>(first, 13)?,
+        // The column after the claimed step's (`claimed_step` reads 2..=13).
+        Some(_) => get::<bool>(first, 14)?,
         None => true,
     };
     let mut steps = Vec::with_capacity(rows.len());
@@ -351,6 +350,7 @@ pub fn claimed_step(r: &Row, at: usize, now: Timestamp) -> Result<ClaimedStep, S
         config: json(r, at + 8, "steps.config")?,
         idempotency_key: get(r, at + 9)?,
         task_key: get(r, at + 10)?,
+        progress: crate::rows::opt_json(r, at + 11, "steps.progress")?,
     })
 }
 

@@ -101,7 +101,7 @@ pub struct Step {
     pub input: Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
-    /// What its worker last said of its progress (a heartbeat's report), until the next claim.
+    /// What its worker last said of its progress (a heartbeat's report), kept for its next attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Value>,
     /// The isolation domain it is routed to: only a worker polling with it takes the step.

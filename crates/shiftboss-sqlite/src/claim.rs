@@ -65,14 +65,14 @@ fn claim_group(t: &Tx<'_>, p: &ClaimDueSteps, agents: &[String], limit: u32) -> 
             "UPDATE steps SET state = 'processing', locked_by = ?1,
                     complete_by = min(?2 + min(timeout_ms, coalesce(response_timeout_ms, timeout_ms)),
                                       coalesce(deadline_at, ?2 + timeout_ms)), claimed_at = ?2,
-                    lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?2, progress = NULL
+                    lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?2
              WHERE id IN (SELECT id FROM steps
                           WHERE state = 'pending' AND due_at <= ?2 AND agent IN rarray(?3)
                                 AND (?5 = 0 OR bucket IN rarray(?6))
                                 AND (domain IS NULL OR domain IN rarray(?7) OR fallback_at <= ?2)
                           ORDER BY priority DESC, due_at, id LIMIT ?4)
              RETURNING id, task_id, name, agent, lease_token, complete_by, attempts, input, config, idempotency_key,
-                       (SELECT t.task_key FROM tasks t WHERE t.id = steps.task_id)",
+                       (SELECT t.task_key FROM tasks t WHERE t.id = steps.task_id), progress",
         )
         .map_err(map_err)?;
     let rows = st
@@ -90,6 +90,7 @@ fn claim_group(t: &Tx<'_>, p: &ClaimDueSteps, agents: &[String], limit: u32) -> 
                 config: crate::rows::json(r, 8, "steps.config")?,
                 idempotency_key: r.get(9)?,
                 task_key: r.get(10)?,
+                progress: crate::rows::opt_json(r, 11, "steps.progress")?,
             })
         })
         .map_err(map_err)?;

@@ -247,7 +247,7 @@ macro_rules! conformance_suite {
                 running_tasks_without_progress_oldest_first_not_those_that_wait,
             }
             worker_notes {
-                a_heartbeats_progress_is_kept_until_the_next_claim,
+                a_heartbeats_progress_is_kept_and_handed_to_the_next_attempt,
                 log_lines_are_step_events_in_order,
                 documents_are_kept_by_kind_and_name,
             }

@@ -216,6 +216,9 @@ pub struct ClaimedStep {
     pub config: serde_json::Value,
     /// Sent to the remote service on every attempt, so that it can drop duplicates (P4).
     pub idempotency_key: String,
+    /// What the step's agent last reported of its progress (a heartbeat's, a postponement's), on
+    /// an earlier attempt: where this one may go on from. None when no attempt reported any.
+    pub progress: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone)]
@@ -554,7 +557,7 @@ pub struct ExtendLease {
     /// The token of the agent's claim: a report under an older lease is refused.
     pub lease_token: LeaseToken,
     /// What the agent says of its work so far (JSON, at most [`MAX_PROGRESS_BYTES`]), kept on
-    /// the step until the next claim; none leaves what an earlier heartbeat said.
+    /// the step, and handed to its next attempt's claim; none leaves what an earlier heartbeat said.
     pub progress: Option<serde_json::Value>,
 }
 

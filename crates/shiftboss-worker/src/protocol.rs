@@ -39,9 +39,13 @@ pub struct Step {
     pub complete_by: String,
     /// The lease's window from the claim, in seconds.
     pub seconds_left: f64,
+    /// What an earlier attempt last reported of its progress (`report_progress`, or a server's
+    /// record of it): where this attempt may go on from. None when none was reported.
+    #[serde(default)]
+    pub progress: Option<Value>,
     /// What the handler last said of its progress, for the next heartbeat to carry.
     #[serde(skip)]
-    progress: ProgressSlot,
+    unsent: ProgressSlot,
 }
 
 impl Step {
@@ -50,22 +54,22 @@ impl Step {
     /// a second), which keeps it on the step for the API and the console; a later report
     /// replaces an unsent one.
     pub fn report_progress(&self, progress: Value) {
-        *self.progress.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(progress);
+        *self.unsent.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(progress);
     }
 
     /// Whether a report waits to be sent.
     pub(crate) fn has_progress(&self) -> bool {
-        self.progress.0.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+        self.unsent.0.lock().unwrap_or_else(|p| p.into_inner()).is_some()
     }
 
     /// The report not sent yet, taken for a heartbeat.
     pub(crate) fn take_progress(&self) -> Option<Value> {
-        self.progress.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+        self.unsent.0.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
     /// Puts back a report whose heartbeat failed, unless a newer one came meanwhile.
     pub(crate) fn keep_progress(&self, progress: Value) {
-        let mut slot = self.progress.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = self.unsent.0.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
             *slot = Some(progress);
         }

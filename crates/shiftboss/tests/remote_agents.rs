@@ -227,13 +227,15 @@ async fn a_late_reply_after_the_lease_lapsed_is_refused(db: String, logs: &Path)
 
 /// A worker hands a step back (not ready yet): it is not claimable until its delay has passed
 /// (though the workflow's retry policy would wait 100 ms), comes back to a waiting long poll then
-/// as a new attempt with no failure counted, its progress kept while it waited; the old lease's
+/// as a new attempt with no failure counted, its progress kept while it waited and handed to that
+/// attempt; the old lease's
 /// postponement is refused; a delay past the longest, or a batch reply with two answers, is 422.
 async fn a_postponed_step_comes_back_after_its_delay(db: String, logs: &Path) {
     let (_p, api) = started(&db, logs).await;
     api.register("30s", None).await;
     let id = api.submit("later-1", json!({}), 0).await;
     let first = api.poll("w1", 1, 5_000).await.remove(0);
+    assert!(first.get("progress").is_none(), "a first attempt has no progress to go on from: {first}");
     let step = first["step_id"].as_str().unwrap().to_owned();
     let path = format!("/v1/agents/steps/{step}/postpone");
     let (s, v) =
@@ -264,6 +266,7 @@ async fn a_postponed_step_comes_back_after_its_delay(db: String, logs: &Path) {
     let again = again.remove(0);
     assert_eq!((again["step_id"].as_str(), again["attempt"].as_u64()), (Some(step.as_str()), Some(2)));
     assert_ne!(again["lease_token"], first["lease_token"]);
+    assert_eq!(again["progress"], json!({"job": "J-9"}), "the next attempt gets the progress kept: {again}");
     let (s, v) = api.post(&path, json!({"lease_token": first["lease_token"], "after_ms": 0})).await;
     assert_eq!((s, v["code"].as_str()), (StatusCode::CONFLICT, Some("lease_lost")), "the old lease's: {v}");
     let twice =

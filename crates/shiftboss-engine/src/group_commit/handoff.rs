@@ -232,6 +232,7 @@ mod tests {
             input: serde_json::json!({}),
             config: serde_json::json!({}),
             idempotency_key: "k".into(),
+            progress: None,
         };
         let back = offers.into_iter().next().unwrap().answer(vec![step]);
         assert_eq!(back.iter().map(|s| s.id).collect::<Vec<_>>(), [shiftboss_core::StepId(7)]);

@@ -5,7 +5,9 @@ use crate::support::*;
 use serde_json::json;
 use shiftboss_core::model::EventLevel;
 use shiftboss_core::{LeaseToken, StepId, StepState, TaskState};
-use shiftboss_store::{ClaimedStep, RecordReplies, Reply, ReplyOutcome, ReplyResult, Store, event_kind as ev};
+use shiftboss_store::{
+    ClaimedStep, ExtendLease, RecordReplies, Reply, ReplyOutcome, ReplyResult, Store, event_kind as ev,
+};
 
 pub async fn completed_replies_run_a_workflow_to_completion<F: Fixture>(f: F) {
     let h = Harness::open(&f).await;
@@ -289,6 +291,11 @@ pub async fn a_postponed_step_is_claimed_again_after_its_delay_with_no_failure_c
     h.register(&retrying()).await;
     let task = h.submit("later-1", "retrying", 0).await;
     let c = h.claim_one("s1").await;
+    assert_eq!(c.progress, None, "a first attempt has no progress to go on from");
+    // What it says of its work before it hands the step back reaches the next attempt.
+    let job = json!({"export_job": "J-9"});
+    let extend = ExtendLease { step_id: c.id, lease_token: c.lease_token, progress: Some(job.clone()) };
+    h.store.extend_lease(extend).await.expect("the holder's heartbeat is taken");
     let later = || ReplyResult::Postponed(secs(30));
     let out = h.reply("s1", c.id, c.lease_token, later()).await;
     assert_eq!(out, ReplyOutcome::Applied { task_state: TaskState::Running, scheduled: 0 });
@@ -315,6 +322,7 @@ pub async fn a_postponed_step_is_claimed_again_after_its_delay_with_no_failure_c
     let next = h.claim_one("s2").await;
     assert_eq!((next.id, next.attempt), (c.id, c.attempt + 1));
     assert_ne!(next.lease_token, c.lease_token);
+    assert_eq!(next.progress, Some(job), "the next attempt gets the last progress reported");
     let stale = h.reply("s1", c.id, c.lease_token, later()).await;
     assert!(matches!(stale, ReplyOutcome::Rejected { .. }), "the old lease's postponement: {stale:?}");
     assert_eq!(h.step(task, c.id).await.state, StepState::Processing, "the new claim holds it still");

@@ -1,5 +1,5 @@
 //! What workers and the API keep beside the state (issue 17): a heartbeat's progress report on
-//! the step, a worker's log lines as `step.log` events, and the API's documents (Conductor's
+//! the step (handed to its next attempt), a worker's log lines as `step.log` events, and the API's documents (Conductor's
 //! task definitions and workflow sources).
 
 use crate::Fixture;
@@ -9,7 +9,7 @@ use shiftboss_core::LeaseToken;
 use shiftboss_store::*;
 use std::time::Duration;
 
-pub async fn a_heartbeats_progress_is_kept_until_the_next_claim<F: Fixture>(f: F) {
+pub async fn a_heartbeats_progress_is_kept_and_handed_to_the_next_attempt<F: Fixture>(f: F) {
     let h = Harness::open(&f).await;
     h.register(&def(json!({"name": "long", "steps": [
         {"name": "copy", "agent": WORKER, "timeout": "10s", "response_timeout": "2s"}
@@ -30,14 +30,22 @@ pub async fn a_heartbeats_progress_is_kept_until_the_next_claim<F: Fixture>(f: F
     assert!(matches!(h.store.extend_lease(beat(Some(huge))).await, Err(StoreError::InvalidInput(_))));
     assert_eq!(h.step(task, c.id).await.progress, Some(json!({"copied": 3, "of": 10})), "refusals changed nothing");
 
-    // The lease lapses; the next claim starts with no report.
+    assert_eq!(c.progress, None, "a first attempt has nothing to go on from");
+
+    // The lease lapses; the next claim gets the last report, to go on from where it stopped.
     let leader = h.supervisor().await;
     h.advance(secs(3));
     assert_eq!(h.expire(&leader, Default::default()).await.expect("sweep").retried, 1);
     h.advance(secs(3600));
     let again = h.claim_one("s2").await;
     assert_eq!(again.id, c.id);
-    assert_eq!(h.step(task, c.id).await.progress, None, "a new claim clears the last one's report");
+    assert_eq!(again.progress, Some(json!({"copied": 3, "of": 10})), "the next attempt gets the last report");
+    assert_eq!(h.step(task, c.id).await.progress, Some(json!({"copied": 3, "of": 10})), "and the step keeps it");
+    // Its own report replaces it.
+    let beat =
+        ExtendLease { step_id: c.id, lease_token: again.lease_token, progress: Some(json!({"copied": 7, "of": 10})) };
+    h.store.extend_lease(beat).await.expect("heartbeat");
+    assert_eq!(h.step(task, c.id).await.progress, Some(json!({"copied": 7, "of": 10})));
 }
 
 pub async fn log_lines_are_step_events_in_order<F: Fixture>(f: F) {

@@ -224,6 +224,7 @@ fn items(steps: Vec<ClaimedStep>) -> Vec<WorkItem> {
             lease_token: s.lease_token.0.to_string(),
             complete_by: crate::wire::time(s.complete_by),
             seconds_left: s.complete_by.since(s.claimed_at).as_secs_f64(),
+            progress: s.progress,
         })
         .collect()
 }

@@ -62,6 +62,10 @@ pub struct WorkItem {
     /// The same, as seconds from the claim, by the store's clock: a worker measures its
     /// deadline with its own monotonic clock from before its poll was sent.
     pub seconds_left: f64,
+    /// What an earlier attempt last reported of its progress (a heartbeat's, a postponement's):
+    /// where this attempt may go on from. Absent when none was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Value>,
 }
 
 /// A heartbeat for a held step.
@@ -71,7 +75,7 @@ pub struct HeartbeatRequest {
     /// The token of the claim.
     pub lease_token: String,
     /// What the worker says of its work so far (any JSON, at most 64 KiB), kept on the step and
-    /// shown by the API and the console until the next claim; absent keeps what an earlier
+    /// shown by the API and the console and handed to the step's next attempt; absent keeps what an earlier
     /// heartbeat said.
     #[serde(default)]
     pub progress: Option<serde_json::Value>,

@@ -98,7 +98,9 @@ pub fn polled(s: ClaimedStep, worker: &str) -> Task {
         workflow_instance_id: s.task_id.to_string(),
         workflow_type: None,
         input_data: object(Some(s.input)),
-        output_data: Value::Object(Map::new()),
+        // What an earlier poll's IN_PROGRESS update kept (Conductor hands a task polled again after
+        // its callback out with its outputData).
+        output_data: object(s.progress),
         retry_count: s.attempt.saturating_sub(1),
         poll_count: s.attempt,
         // Rounded down, at least 1: the SDK's lease tracker extends at 80% of it.
