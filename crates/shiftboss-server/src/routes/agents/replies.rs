@@ -1,5 +1,5 @@
-//! A worker's answers for a step it holds: heartbeat, complete, fail. Each carries the claim's
-//! lease token; the store's fence decides, so a stale token changes nothing.
+//! A worker's answers for a step it holds: heartbeat, complete, fail, postpone. Each carries the
+//! claim's lease token; the store's fence decides, so a stale token changes nothing.
 
 use super::wire::{CompleteRequest, FailRequest, HeartbeatAnswer, HeartbeatRequest, PostponeRequest, ReplyAnswer};
 use crate::auth::Principal;
