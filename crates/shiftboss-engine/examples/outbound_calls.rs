@@ -103,6 +103,7 @@ fn call(url: &str) -> AgentCall {
         complete_by: shiftboss_core::Timestamp(0),
         deadline,
         progress: Progress::fixed(deadline),
+        previous_progress: None,
     }
 }
 

@@ -29,6 +29,9 @@ pub struct AgentCall {
     /// Reports progress (a step heartbeat), which moves complete-by on when the step has a
     /// response timeout.
     pub progress: crate::progress::Progress,
+    /// What an earlier attempt last reported with `progress.report_with`: where this one may go on
+    /// from. None when no attempt reported any.
+    pub previous_progress: Option<serde_json::Value>,
 }
 
 /// How a call failed.

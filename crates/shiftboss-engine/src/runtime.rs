@@ -235,6 +235,7 @@ mod tests {
             complete_by: Timestamp(0),
             deadline: Instant::now() + deadline_in,
             progress: crate::progress::Progress::fixed(Instant::now() + deadline_in),
+            previous_progress: None,
         }
     }
 

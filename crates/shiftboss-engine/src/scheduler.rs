@@ -396,6 +396,7 @@ impl Scheduler {
             input: step.input.clone(),
             config: step.config.clone(),
             idempotency_key: step.idempotency_key.clone(),
+            previous_progress: step.progress.clone(),
             attempt: step.attempt,
             try_number: 1,
             complete_by: step.complete_by,

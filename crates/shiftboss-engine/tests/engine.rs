@@ -304,3 +304,54 @@ async fn a_scheduler_claims_only_the_agent_types_it_serves() {
         .build();
     assert!(matches!(built, Err(shiftboss_engine::EngineError::Config(m)) if m.contains("nobody")));
 }
+
+/// An export whose job runs at a service: the first attempt starts it, says so in its progress and
+/// hands the step back (not ready yet); the next attempt, after the delay, finds the job id in the
+/// progress it is handed and finishes. No failure is counted.
+struct Export;
+
+#[async_trait::async_trait]
+impl shiftboss_engine::Agent for Export {
+    async fn call(
+        &self,
+        call: &shiftboss_engine::AgentCall,
+    ) -> Result<serde_json::Value, shiftboss_engine::AgentError> {
+        match &call.previous_progress {
+            None => {
+                call.progress
+                    .report_with(json!({"job": "J-1"}))
+                    .await
+                    .map_err(|e| shiftboss_engine::AgentError::Transient(e.to_string()))?;
+                Err(shiftboss_engine::AgentError::Postpone(Duration::from_millis(200)))
+            }
+            Some(p) => Ok(json!({"resumed": p["job"], "attempt": call.attempt})),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_postpones_and_its_next_attempt_goes_on_from_its_progress() {
+    let fx = Fixture::new();
+    let engine = Engine::builder(fx.store(), InstanceId::new("s1").unwrap())
+        .agent("export", Export)
+        .default_retry(quick_retries())
+        .config(fast_config(Roles::default()))
+        .build()
+        .unwrap();
+    let def = WorkflowDef::from_json(r#"{"name":"export","steps":[{"name":"run","agent":"export","timeout":5000}]}"#)
+        .unwrap();
+    engine.register_workflow(&def).await.unwrap();
+    let running = engine.start();
+    let mut o = order("e-1");
+    o.workflow = "export".into();
+    let submitted = std::time::Instant::now();
+    let id = engine.submit(o).await.unwrap().task_id;
+    let d = wait_terminal(engine.store(), id).await;
+    running.shutdown().await;
+    assert_eq!(d.task.state, TaskState::Completed, "{:#?}", d.steps);
+    assert_eq!(d.task.output, Some(json!({"resumed": "J-1", "attempt": 2})));
+    assert!(submitted.elapsed() >= Duration::from_millis(200), "ran again before its delay ended");
+    assert_eq!((d.steps[0].attempts, d.steps[0].failure_count), (2, 0));
+    assert_eq!(count(&d, ev::STEP_POSTPONED), 1);
+    assert_eq!(engine.metrics().postponed, 1);
+}

@@ -29,6 +29,7 @@ pub fn agent_call(config: serde_json::Value) -> shiftboss_engine::AgentCall {
         complete_by: shiftboss_core::Timestamp(0),
         deadline,
         progress: shiftboss_engine::progress::Progress::fixed(deadline),
+        previous_progress: None,
     }
 }
 

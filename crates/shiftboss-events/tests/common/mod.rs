@@ -63,6 +63,7 @@ pub fn call(config: Value, input: Value, key: &str, within: Duration) -> AgentCa
         complete_by: Timestamp(0),
         deadline,
         progress: Progress::fixed(deadline),
+        previous_progress: None,
     }
 }
 
