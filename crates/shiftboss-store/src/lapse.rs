@@ -168,8 +168,15 @@ pub fn plan_postpone(step: LapsedStep<'_>, after: std::time::Duration, now: Time
 /// The `last_error` a postponement leaves on its step.
 pub fn postponed_why(after: std::time::Duration) -> String {
     let after = after.min(crate::MAX_POSTPONE);
-    format!("postponed by its agent for {} ms", after.as_millis())
+    format!("{POSTPONED} for {} ms", after.as_millis())
 }
+
+/// Whether a step's `last_error` is a postponement's (its agent handed it back; no failure).
+pub fn is_postponed_why(last_error: &str) -> bool {
+    last_error.starts_with(POSTPONED)
+}
+
+const POSTPONED: &str = "postponed by its agent";
 
 /// The plan of a reply that sends its step back to Pending (a failed attempt, a postponement);
 /// `None` for a reply that ends the step.

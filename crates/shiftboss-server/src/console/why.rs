@@ -87,7 +87,13 @@ pub fn why(step: &StepRecord, cx: &Context<'_>) -> Option<String> {
     }
     // Pending.
     if step.due_at.0 > cx.now.0 {
-        return Some(if step.failure_count > 0 {
+        let postponed = step.last_error.as_deref().is_some_and(shiftboss_store::lapse::is_postponed_why);
+        return Some(if postponed {
+            format!(
+                "its agent handed it back (not ready yet, no failure counted): it is due again at {}",
+                t(step.due_at)
+            )
+        } else if step.failure_count > 0 {
             format!(
                 "it is due at {} after its {} failure ({})",
                 t(step.due_at),
@@ -232,6 +238,12 @@ mod tests {
         };
         let w = why(&later, &cx(&running)).unwrap();
         assert!(w.contains("due at") && w.contains("3rd failure") && w.contains("503"), "{w}");
+        let handed_back = StepRecord {
+            last_error: Some(shiftboss_store::lapse::postponed_why(Duration::from_secs(60))),
+            ..later.clone()
+        };
+        let w = why(&handed_back, &cx(&running)).unwrap();
+        assert!(w.contains("its agent handed it back") && !w.contains("failure ("), "{w}");
 
         let wait = StepRecord { kind: StepKind::Wait, agent: String::new(), ..step(StepState::Processing) };
         let w = why(&wait, &Context { signal: Some("approve"), ..cx(&running) }).unwrap();
