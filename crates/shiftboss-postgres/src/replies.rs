@@ -125,7 +125,7 @@ async fn record_reply(
         ReplyResult::Completed(v) => (StepEvent::Complete, Some(v.to_string()), None),
         ReplyResult::PermanentError(e) => (StepEvent::PermanentError, None, Some(error_text(e))),
         ReplyResult::Failed(_) | ReplyResult::Postponed(_) => {
-            return record_failure(t, actor, task_id, r, policies).await;
+            return record_next_try(t, actor, task_id, r, policies).await;
         }
     };
     let next = StepState::Processing.on(event).expect("a processing step takes every reply");
@@ -149,7 +149,7 @@ async fn record_reply(
 /// count one up, or goes to Error when the policy has no try left. A postponement: it runs again
 /// after the delay asked, with no failure counted. The task is locked, so the count and policy
 /// read here are the ones the fenced write replaces.
-async fn record_failure(
+async fn record_next_try(
     t: &Tx<'_>,
     actor: &str,
     task_id: TaskId,

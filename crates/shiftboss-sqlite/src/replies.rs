@@ -17,7 +17,7 @@ use shiftboss_store::{Reply, ReplyOutcome, ReplyResult, StoreError, event_kind a
 
 pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply, policies: &RetryPolicies) -> Result<ReplyOutcome, StoreError> {
     let outcome = match &r.result {
-        ReplyResult::Failed(_) | ReplyResult::Postponed(_) => record_failure(t, actor, r, policies)?,
+        ReplyResult::Failed(_) | ReplyResult::Postponed(_) => record_next_try(t, actor, r, policies)?,
         _ => end_fenced(t, actor, r)?,
     };
     match outcome {
@@ -29,7 +29,7 @@ pub fn record_reply(t: &Tx<'_>, actor: &str, r: &Reply, policies: &RetryPolicies
 /// A failed attempt (M5): the step runs again after its retry policy's next interval, its failure
 /// count one up, or goes to Error when the policy has no try left. A postponement: it runs again
 /// after the delay asked, with no failure counted. `None` when the fence refused it.
-fn record_failure(
+fn record_next_try(
     t: &Tx<'_>,
     actor: &str,
     r: &Reply,

@@ -168,15 +168,17 @@ pub fn plan_postpone(step: LapsedStep<'_>, after: std::time::Duration, now: Time
 /// The `last_error` a postponement leaves on its step.
 pub fn postponed_why(after: std::time::Duration) -> String {
     let after = after.min(crate::MAX_POSTPONE);
-    format!("{POSTPONED} for {} ms", after.as_millis())
+    format!("{POSTPONED} after {} ms", after.as_millis())
 }
 
-/// Whether a step's `last_error` is a postponement's (its agent handed it back; no failure).
+/// Whether a step's `last_error` is a postponement's (handed back; no failure counted).
 pub fn is_postponed_why(last_error: &str) -> bool {
     last_error.starts_with(POSTPONED)
 }
 
-const POSTPONED: &str = "postponed by its agent";
+/// Neutral as to who: an agent's postponement, or the server's hand-back of steps claimed for a
+/// poll that went away.
+const POSTPONED: &str = "handed back unfinished, due again";
 
 /// The plan of a reply that sends its step back to Pending (a failed attempt, a postponement);
 /// `None` for a reply that ends the step.

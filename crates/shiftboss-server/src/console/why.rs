@@ -90,7 +90,7 @@ pub fn why(step: &StepRecord, cx: &Context<'_>) -> Option<String> {
         let postponed = step.last_error.as_deref().is_some_and(shiftboss_store::lapse::is_postponed_why);
         return Some(if postponed {
             format!(
-                "its agent handed it back (not ready yet, no failure counted): it is due again at {}",
+                "it was handed back unfinished (not ready yet, no failure counted): it is due again at {}",
                 t(step.due_at)
             )
         } else if step.failure_count > 0 {
@@ -243,7 +243,7 @@ mod tests {
             ..later.clone()
         };
         let w = why(&handed_back, &cx(&running)).unwrap();
-        assert!(w.contains("its agent handed it back") && !w.contains("failure ("), "{w}");
+        assert!(w.contains("handed back unfinished") && !w.contains("failure ("), "{w}");
 
         let wait = StepRecord { kind: StepKind::Wait, agent: String::new(), ..step(StepState::Processing) };
         let w = why(&wait, &Context { signal: Some("approve"), ..cx(&running) }).unwrap();
